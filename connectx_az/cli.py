@@ -1,0 +1,241 @@
+"""``connectx-az``: the command line.
+
+Each command imports what it needs when it runs, so ``build`` works with numpy
+alone and ``--help`` is instant.  Expected failures (bad paths, bad configs,
+corrupt models) print one line starting with ``error:`` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL = Path(__file__).parent / "models" / "default.onnx"
+DEFAULT_CARD = Path(__file__).parent / "models" / "default.json"
+DEFAULT_CHECKPOINT = Path(__file__).parent / "models" / "default.pt"
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError]
+    from connectx_az.config import ConfigError
+
+    errors.append(ConfigError)
+    try:
+        from connectx_az.network import CheckpointError
+
+        errors.append(CheckpointError)
+    except ImportError:  # torch is not installed: build-only set-up
+        pass
+    try:
+        from connectx_az.agent.builder import BuildError
+
+        errors.append(BuildError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from connectx_az import config, train
+
+    if args.resume:
+        ckpt = train.run(args.resume, resume=True, num_generations=args.generations, progress=not args.quiet)
+    else:
+        cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
+        if args.show_config:
+            print(json.dumps(config.to_dict(cfg), indent=2))
+        ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
+                         progress=not args.quiet)
+    print(f"checkpoint: {ckpt}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from connectx_az import export
+    from connectx_az.network import load_checkpoint
+
+    net, _ = load_checkpoint(_checkpoint_path(args.checkpoint))
+    report = export.export_onnx(net, args.out, float16=args.float16)
+    print(f"wrote {report.path} ({report.bytes:,} bytes, sha256 {report.sha256[:16]}..., "
+          f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
+    return 0
+
+
+def _checkpoint_path(path: str) -> Path:
+    p = Path(path)
+    return p / "checkpoint.pt" if p.is_dir() else p
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from connectx_az.agent import builder
+
+    model = Path(args.model)
+    card = Path(args.card) if args.card else model.with_suffix(".json")
+    metadata = json.loads(card.read_text()) if card.is_file() else {}
+    report = builder.build_submission(model, args.out, metadata=metadata)
+    print(f"wrote {report.path} ({report.bytes / 1e6:.2f} MB)")
+    print(f"model: {model} sha256 {report.model_sha256}")
+    for key in ("net", "trained_by", "training"):
+        if key in metadata:
+            print(f"  {key}: {metadata[key]}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from connectx_az import arena
+
+    if not Path(args.submission).is_file():
+        raise UserError(f"{args.submission} not found; run `make submission` first")
+    results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
+                             replay_dir=args.replays)
+    bad = 0
+    rows = [r.as_dict() for r in results]
+    if args.json:
+        print(json.dumps({"results": rows}))
+    else:
+        print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}  other")
+        for r in rows:
+            print(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
+                  f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}  {','.join(r['bad_statuses']) or '-'}")
+        print(f"replays: {args.replays}")
+    for r in rows:
+        bad += r["losses"] + len(r["bad_statuses"])
+    return 1 if bad else 0
+
+
+def cmd_eval_pons(args: argparse.Namespace) -> int:
+    from connectx_az import arena, mcts
+    from connectx_az.export import OnnxRuntimeEvaluator
+
+    evaluator = OnnxRuntimeEvaluator(args.model)
+    table: dict[str, Any] = {}
+    modes = ["policy"] + [f"mcts{n}" for n in args.sims]
+    for mode in modes:
+        if mode == "policy":
+            results = arena.grade_sets(lambda pos: arena._choose_policy(evaluator, pos), limit=args.limit)
+        else:
+            search = mcts.SearchConfig(num_simulations=int(mode[4:]))
+            results = arena.search_mistake_rates(evaluator, search, limit=args.limit)
+        table[mode] = {r.name: {"n": r.num_positions, "mistake_rate": r.mistake_rate,
+                                "strict_rate": r.strict_rate} for r in results}
+    if args.json:
+        print(json.dumps(table))
+        return 0
+    names = list(next(iter(table.values())))
+    print(f"{'mode':<10}" + "".join(f"{n:>16}" for n in names))
+    for mode, row in table.items():
+        print(f"{mode:<10}" + "".join(f"{100 * row[n]['mistake_rate']:>8.1f}%/{100 * row[n]['strict_rate']:>5.1f}%"
+                                      for n in names))
+    print("cells: mistake rate / strict mistake rate")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from connectx_az import plots
+
+    paths = plots.plot_run(args.run_dir, args.out)
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from connectx_az import bench
+
+    result = bench.run(args.what, model=args.model, seconds=args.seconds)
+    print(json.dumps(result) if args.json else bench.format_result(args.what, result))
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="connectx-az", description="AlphaZero for Kaggle ConnectX: "
+                                     "train, export, build a one-file submission, validate, measure.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train by self-play (new run, or --resume)")
+    p.add_argument("run_dir", nargs="?", default="runs/latest", help="folder of the run (default runs/latest)")
+    p.add_argument("--preset", default="cpu", help="smoke, cpu or gpu (default cpu)")
+    p.add_argument("--config", help="TOML file of settings applied over the preset")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. mcts.num_simulations=400 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    p.add_argument("--init-model", help="warm start from this checkpoint's weights")
+    p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
+    p.add_argument("--show-config", action="store_true", help="print the resolved config first")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("export", help="export a checkpoint to ONNX (with a parity check)")
+    p.add_argument("checkpoint", help="checkpoint .pt file or run folder")
+    p.add_argument("--out", default="build/model.onnx")
+    p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
+    p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--card", help="JSON model card to record (default: beside the model)")
+    p.add_argument("--out", default="build/submission.py")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("validate", help="play the submission through kaggle-environments")
+    p.add_argument("submission", nargs="?", default="build/submission.py")
+    p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
+    p.add_argument("--opponents", nargs="+", default=["random", "negamax"])
+    p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("eval", help="accuracy against perfect play")
+    esub = p.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    e = esub.add_parser("pons", help="mistake rates on the six Pons sets")
+    e.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model")
+    e.add_argument("--sims", type=int, nargs="*", default=[64, 200], help="MCTS simulation counts")
+    e.add_argument("--limit", type=int, help="positions per set (default: all)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval_pons)
+
+    p = sub.add_parser("plot", help="PNG training curves of a run")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="output folder (default RUN_DIR/plots)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("bench", help="speed benchmarks")
+    p.add_argument("what", choices=["agent", "selfplay"])
+    p.add_argument("--model", default=str(DEFAULT_MODEL))
+    p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return int(args.func(args))
+    except _user_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

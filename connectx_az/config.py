@@ -1,0 +1,241 @@
+"""Run configuration: frozen dataclasses, presets, ``--set`` overrides, JSON beside the run.
+
+A run is described by one ``RunConfig``; every part of the code receives the
+piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
+is written before any work so a run can always be resumed or reproduced.
+
+Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
+``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from connectx_az.mcts import SearchConfig
+from connectx_az.network import NetConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfPlayConfig:
+    """How each generation's games are played."""
+
+    num_games: int = 256
+    num_parallel_games: int = 128
+    temperature_plies: int = 8
+    # Playout cap randomization (Wu 2019): most moves use a cheap search and are
+    # not trained on; a fraction ``full_search_prob`` use the full budget.
+    full_search_prob: float = 1.0
+    fast_simulations: int = 32
+
+    def __post_init__(self) -> None:
+        if self.num_games < 1 or self.num_parallel_games < 1:
+            raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
+        if not 0 < self.full_search_prob <= 1:
+            raise ValueError("selfplay.full_search_prob must be in (0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Optimisation of each generation."""
+
+    batch_size: int = 256
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    steps_per_generation: int = 200
+    replay_generations: int = 10
+    replay_max_positions: int = 300_000
+    dedupe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.steps_per_generation < 0:
+            raise ValueError("train.batch_size must be >= 1 and train.steps_per_generation >= 0")
+        if self.lr <= 0:
+            raise ValueError("train.lr must be > 0")
+        if self.replay_generations < 1 or self.replay_max_positions < 1:
+            raise ValueError("train.replay_generations and train.replay_max_positions must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything a training run needs."""
+
+    net: NetConfig = field(default_factory=NetConfig)
+    mcts: SearchConfig = field(default_factory=SearchConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    num_generations: int = 20
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 1
+    eval_positions: int = 100
+
+    def __post_init__(self) -> None:
+        if self.num_generations < 1:
+            raise ValueError("num_generations must be >= 1")
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "net": {"num_blocks": 1, "num_filters": 16, "value_hidden": 16},
+        "mcts": {"num_simulations": 8},
+        "selfplay": {"num_games": 8, "num_parallel_games": 8},
+        "train": {"batch_size": 32, "steps_per_generation": 4},
+        "num_generations": 2,
+        "eval_positions": 10,
+    },
+    "cpu": {
+        "net": {"num_blocks": 4, "num_filters": 64},
+        "mcts": {"num_simulations": 96},
+        "selfplay": {"num_games": 256, "num_parallel_games": 128, "full_search_prob": 0.5,
+                     "fast_simulations": 24},
+        "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
+        "num_generations": 80,
+    },
+    "gpu": {
+        "net": {"num_blocks": 4, "num_filters": 64},
+        "mcts": {"num_simulations": 200},
+        "selfplay": {"num_games": 2048, "num_parallel_games": 1024, "full_search_prob": 0.5,
+                     "fast_simulations": 40},
+        "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
+                  "replay_max_positions": 1_000_000},
+        "num_generations": 100,
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, worded for the person running the command."""
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
+    """Instantiate nested dataclass ``cls`` from a (possibly partial) dict."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"unknown config key {prefix + key!r}; valid keys: {', '.join(valid_keys(cls, prefix))}")
+        sub = _nested_type(cls, key)
+        kwargs[key] = _build(sub, value, f"{prefix}{key}.") if sub is not None else value
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _nested_type(cls: type, name: str) -> type | None:
+    default = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if default.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        value = default.default_factory()  # type: ignore[misc]
+        if dataclasses.is_dataclass(value):
+            return type(value)
+    return None
+
+
+def valid_keys(cls: type = RunConfig, prefix: str = "") -> list[str]:
+    """All dotted keys that ``--set`` accepts."""
+    keys = []
+    for f in dataclasses.fields(cls):
+        sub = _nested_type(cls, f.name)
+        keys.extend(valid_keys(sub, f"{prefix}{f.name}.") if sub is not None else [prefix + f.name])
+    return keys
+
+
+def _parse_value(text: str, current: Any) -> Any:
+    """Convert an override string to the type of the value it replaces."""
+    if isinstance(current, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"expected true or false, got {text!r}")
+    try:
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+    except ValueError as exc:
+        raise ConfigError(f"expected a {type(current).__name__}, got {text!r}") from exc
+    return text
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def to_dict(config: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def from_dict(values: dict[str, Any]) -> RunConfig:
+    return _build(RunConfig, values)
+
+
+def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Preset, then an optional TOML file, then ``key=value`` overrides, validated."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+    values = _merge(to_dict(RunConfig()), PRESETS[preset])
+    if toml_path is not None:
+        try:
+            values = _merge(values, tomllib.loads(Path(toml_path).read_text()))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {toml_path}: {exc}") from exc
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ConfigError(f"override {item!r} must look like key=value, e.g. mcts.num_simulations=400")
+        parts = key.strip().split(".")
+        node = values
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
+            node = node[part]
+        if parts[-1] not in node or isinstance(node[parts[-1]], dict):
+            raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
+        node[parts[-1]] = _parse_value(text.strip(), node[parts[-1]])
+    return from_dict(values)
+
+
+def save_json(data: dict[str, Any], path: str | Path) -> None:
+    """Write JSON atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_config(config: RunConfig, run_dir: str | Path) -> Path:
+    path = Path(run_dir) / "config.json"
+    save_json(to_dict(config), path)
+    return path
+
+
+def load_config(run_dir: str | Path) -> RunConfig:
+    path = Path(run_dir) / "config.json"
+    try:
+        return from_dict(json.loads(path.read_text()))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path} not found: is {run_dir} a training run directory?") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc

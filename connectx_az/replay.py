@@ -1,0 +1,129 @@
+"""The replay window: one ``.npz`` shard per generation on disk, the newest few in memory.
+
+A shard holds ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
+(side to move) for all of one generation's recorded positions.  Shards are
+written atomically (temp file, then rename) and never pickled
+(``allow_pickle=False``), so a killed run leaves whole shards only.
+
+``Batch`` sampling mirrors each position left-right with probability 1/2
+(Connect Four is symmetric), and ``dedupe`` merges repeated positions, averaging
+their policy and value targets, so the opening does not drown the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from connectx_az.selfplay import GameRecord
+
+_SHARD = re.compile(r"gen_(\d{6})\.npz$")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Training batch: ``obs float32[B,2,6,7]``, ``policy float32[B,7]``, ``value float32[B]``."""
+
+    obs: np.ndarray
+    policy: np.ndarray
+    value: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReplayData:
+    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``."""
+
+    obs: np.ndarray
+    policy: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """Uniform sample with random left-right mirroring."""
+        idx = rng.integers(0, len(self), size=batch_size)
+        obs = self.obs[idx].astype(np.float32)
+        policy = self.policy[idx].copy()
+        flip = rng.random(batch_size) < 0.5
+        obs[flip] = obs[flip, :, :, ::-1]
+        policy[flip] = policy[flip, ::-1]
+        return Batch(np.ascontiguousarray(obs), np.ascontiguousarray(policy), self.value[idx].copy())
+
+
+def shard_path(replay_dir: str | Path, generation: int) -> Path:
+    return Path(replay_dir) / f"gen_{generation:06d}.npz"
+
+
+def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord]) -> Path:
+    """Write one generation's positions atomically; returns the shard's path."""
+    path = shard_path(replay_dir, generation)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
+    policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
+    value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32),
+                                value=value.astype(np.float32))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def list_shards(replay_dir: str | Path) -> dict[int, Path]:
+    """``{generation: path}`` of the shards present."""
+    d = Path(replay_dir)
+    if not d.is_dir():
+        return {}
+    return {int(m.group(1)): p for p in d.iterdir() if (m := _SHARD.search(p.name))}
+
+
+def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
+                max_positions: int, dedupe: bool) -> ReplayData:
+    """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped.
+
+    Shards of later generations (left by a run killed mid-generation) are ignored.
+    """
+    shards = list_shards(replay_dir)
+    gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)
+    obs, policy, value = [], [], []
+    total = 0
+    for g in gens:
+        with np.load(shards[g], allow_pickle=False) as data:
+            obs.append(data["obs"])
+            policy.append(data["policy"])
+            value.append(data["value"])
+        total += len(value[-1])
+        if total >= max_positions:
+            break
+    if not obs:
+        raise ValueError(f"no replay shards in {replay_dir} up to generation {up_to_generation}")
+    out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
+                     np.concatenate(value)[:max_positions])
+    return deduplicate(out) if dedupe else out
+
+
+def deduplicate(data: ReplayData) -> ReplayData:
+    """Merge identical positions, averaging their policy and value targets."""
+    if len(data) == 0:
+        return data
+    flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
+    _, first, inverse, counts = np.unique(flat, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    policy = np.zeros((len(first), data.policy.shape[1]), np.float64)
+    value = np.zeros(len(first), np.float64)
+    np.add.at(policy, inverse, data.policy)
+    np.add.at(value, inverse, data.value)
+    return ReplayData(data.obs[first], (policy / counts[:, None]).astype(np.float32),
+                      (value / counts).astype(np.float32))

@@ -1,0 +1,163 @@
+"""Self-play: many games in flight, one batched network call per simulation step.
+
+Every move of every game in flight is searched together: one ``mcts.Tree`` of
+``B`` roots, so each simulation step sends up to ``B`` new leaves to the
+network at once.  Finished games are replaced by new ones until the
+generation's quota is started.
+
+Training targets (AlphaZero): the root visit distribution as the policy, the
+game's final result as the value, both from the side to move at that position.
+With playout cap randomization (``full_search_prob < 1``) only the moves
+searched with the full budget are recorded; the cheap moves just move the game
+along.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from connectx_az import game, mcts
+from connectx_az.config import SelfPlayConfig
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One game's training positions (only fully searched moves).
+
+    ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root
+    visit distribution), ``value float32[T]`` (final result for the side to
+    move: +1 win, 0 draw, -1 loss), ``root_value float32[T]`` (search value,
+    side to move); ``num_plies`` is the game's length and ``first_player_result``
+    its result for the player who moved first.
+    """
+
+    obs: np.ndarray
+    policy: np.ndarray
+    value: np.ndarray
+    root_value: np.ndarray
+    num_plies: int
+    first_player_result: int
+
+
+@dataclass(frozen=True)
+class SelfPlayStats:
+    num_games: int
+    num_positions: int
+    num_evaluations: int
+    mean_length: float
+    first_player_win_rate: float
+    draw_rate: float
+
+
+class _CountingEvaluator:
+    """Wraps an evaluator and counts the positions it scores."""
+
+    def __init__(self, inner: mcts.Evaluator) -> None:
+        self.inner = inner
+        self.num_evaluations = 0
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.num_evaluations += len(obs)
+        return self.inner.evaluate(obs)
+
+
+@dataclass
+class _Game:
+    position: int
+    mask: int
+    ply: int
+    obs: list[np.ndarray]
+    policy: list[np.ndarray]
+    root_value: list[float]
+    plies: list[int]
+
+
+def play_games(
+    evaluator: mcts.Evaluator,
+    num_games: int,
+    config: SelfPlayConfig,
+    search: mcts.SearchConfig,
+    rng: np.random.Generator,
+    *,
+    on_game_done: Callable[[GameRecord], None] | None = None,
+) -> tuple[list[GameRecord], SelfPlayStats]:
+    """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
+
+    ``on_game_done`` is called after each finished game (progress bars).
+    """
+    counter = _CountingEvaluator(evaluator)
+    records: list[GameRecord] = []
+    in_flight: list[_Game] = []
+    started = 0
+    while started < num_games or in_flight:
+        while started < num_games and len(in_flight) < config.num_parallel_games:
+            in_flight.append(_Game(0, 0, 0, [], [], [], []))
+            started += 1
+        full = rng.random() < config.full_search_prob
+        sims = search.num_simulations if full else min(config.fast_simulations, search.num_simulations)
+        positions = np.array([g.position for g in in_flight], np.uint64)
+        masks = np.array([g.mask for g in in_flight], np.uint64)
+        tree = mcts.Tree(positions, masks, capacity=sims + 1)
+        mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
+        visits = tree.root_visits()
+        policy = mcts.policy_from_visits(visits)
+        greedy = mcts.best_cols(tree)
+        root_value = tree.root_value()
+        root_proven = tree.root_proven()
+        obs = game.encode(positions, masks)
+        still = []
+        for i, g in enumerate(in_flight):
+            if full:
+                g.obs.append(obs[i])
+                g.policy.append(policy[i])
+                g.root_value.append(float(root_value[i]))
+                g.plies.append(g.ply)
+            if g.ply < config.temperature_plies and np.isnan(root_proven[i]):
+                p = policy[i].astype(np.float64)
+                col = int(rng.choice(game.NUM_ACTIONS, p=p / p.sum()))
+            else:
+                col = int(greedy[i])
+            g.position, g.mask = game.play(g.position, g.mask, col)
+            g.ply += 1
+            result = game.outcome(g.position, g.mask)
+            if result is None:
+                still.append(g)
+                continue
+            record = _finish(g, result)
+            records.append(record)
+            if on_game_done is not None:
+                on_game_done(record)
+        in_flight = still
+    return records, _stats(records, counter.num_evaluations)
+
+
+def _finish(g: _Game, result: int) -> GameRecord:
+    """Turn a finished game into targets; ``result`` is for the side to move at the end."""
+    plies = np.array(g.plies, np.int64)
+    # A position an even number of plies before the end has the same side to move.
+    value = np.where((g.ply - plies) % 2 == 0, result, -result).astype(np.float32)
+    first_player_result = result if g.ply % 2 == 0 else -result
+    empty_obs = np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
+    return GameRecord(
+        obs=np.stack(g.obs) if g.obs else empty_obs,
+        policy=np.stack(g.policy).astype(np.float32) if g.policy else np.zeros((0, game.NUM_ACTIONS), np.float32),
+        value=value,
+        root_value=np.array(g.root_value, np.float32),
+        num_plies=g.ply,
+        first_player_result=int(first_player_result),
+    )
+
+
+def _stats(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
+    n = max(len(records), 1)
+    return SelfPlayStats(
+        num_games=len(records),
+        num_positions=sum(len(r.value) for r in records),
+        num_evaluations=num_evaluations,
+        mean_length=sum(r.num_plies for r in records) / n,
+        first_player_win_rate=sum(r.first_player_result == 1 for r in records) / n,
+        draw_rate=sum(r.first_player_result == 0 for r in records) / n,
+    )

@@ -1,0 +1,167 @@
+"""Search: tactics, symmetry, the solver bookkeeping, batching and tree reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from connectx_az import game, mcts
+
+
+class UniformEvaluator:
+    """Equal priors and a drawn value everywhere; counts calls."""
+
+    def __init__(self) -> None:
+        self.num_calls = 0
+        self.num_positions = 0
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.num_calls += 1
+        self.num_positions += len(obs)
+        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
+
+
+class SymmetricEvaluator:
+    """Random but mirror-equivariant: mirroring the board mirrors the logits, keeps the value."""
+
+    def __init__(self, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        half = rng.normal(size=(2, 6, 4))
+        self.kernel = np.concatenate([half[:, :, :0:-1], half], axis=2)  # [2, 6, 7], symmetric in dc
+        w = rng.normal(size=(2, 6, 7))
+        self.value_w = (w + w[:, :, ::-1]) / 2
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = obs.astype(np.float64)
+        padded = np.pad(x, ((0, 0), (0, 0), (0, 0), (3, 3)))
+        logits = np.stack([(padded[:, :, :, c:c + 7] * self.kernel).sum(axis=(1, 2, 3)) for c in range(7)], axis=1)
+        value = np.tanh((x * self.value_w).sum(axis=(1, 2, 3)) / 4)
+        return logits.astype(np.float32), value.astype(np.float32)
+
+
+def _tree(*positions: tuple[int, int]) -> mcts.Tree:
+    return mcts.Tree(np.array([p for p, _ in positions], np.uint64), np.array([m for _, m in positions], np.uint64))
+
+
+def test_takes_an_immediate_win() -> None:
+    # x (to move) wins in column 0; o threatens column 2 as well.
+    position, mask = game.from_ascii("""
+        .......
+        .......
+        .......
+        x.o....
+        x.o....
+        x.o.o..
+    """)
+    tree = _tree((position, mask))
+    mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=50))
+    assert mcts.best_cols(tree)[0] == 0
+    assert tree.root_proven()[0] == 1
+
+
+def test_blocks_an_immediate_loss() -> None:
+    # Side to move (x) must block o's three in column 3.
+    position, mask = game.from_moves("4142437")
+    assert game.to_ascii(position, mask) == "\n".join(
+        [".......", ".......", ".......", "...o...", "...o...", "xxxo..o"])
+    tree = _tree((position, mask))
+    mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=300))
+    assert mcts.best_cols(tree)[0] == 3
+    # Every other move loses at once, and the search has proven it.
+    values = tree.proven_child_values()[0]
+    assert all(values[c] == -1 for c in range(7) if c != 3)
+
+
+def test_double_threat_is_proven_lost() -> None:
+    position, mask = game.from_moves("41526")  # o (to move) faces open threes on both sides
+    tree = _tree((position, mask))
+    sims = mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=2000))
+    assert tree.root_proven()[0] == -1
+    assert sims < 2000  # the search stops once the root is decided
+
+
+def test_mirrored_positions_give_mirrored_visits() -> None:
+    rng = np.random.default_rng(3)
+    evaluator = SymmetricEvaluator()
+    config = mcts.SearchConfig(num_simulations=300)
+    for _ in range(5):
+        position, mask = game.initial()
+        for _ in range(int(rng.integers(2, 12))):
+            position, mask = game.play(position, mask, int(rng.choice(game.legal_cols(mask))))
+            if game.outcome(position, mask) is not None:
+                break
+        if game.outcome(position, mask) is not None:
+            continue
+        tree = _tree((position, mask), game.mirror(position, mask))
+        mcts.search(tree, evaluator, config)
+        visits = tree.root_visits()
+        np.testing.assert_array_equal(visits[0], visits[1][::-1])
+
+
+def test_batched_trees_match_single_trees() -> None:
+    evaluator = SymmetricEvaluator(1)
+    config = mcts.SearchConfig(num_simulations=64)
+    positions = [game.from_moves(m) for m in ("4", "44", "3312", "445566")]
+    together = _tree(*positions)
+    mcts.search(together, evaluator, config)
+    for i, pos in enumerate(positions):
+        alone = _tree(pos)
+        mcts.search(alone, evaluator, config)
+        np.testing.assert_array_equal(alone.root_visits()[0], together.root_visits()[i])
+
+
+def test_one_network_call_per_step_for_all_trees() -> None:
+    evaluator = UniformEvaluator()
+    tree = _tree(*[game.initial()] * 16)
+    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=10))
+    assert evaluator.num_calls == 11  # the roots, then one call per simulation step
+    assert np.all(tree.root_visits().sum(axis=1) == 10)
+
+
+@pytest.mark.parametrize("num_parallel", [2, 8])
+def test_virtual_loss_batches_leave_consistent_counts(num_parallel: int) -> None:
+    evaluator = SymmetricEvaluator(2)
+    tree = _tree(game.from_moves("44"))
+    sims = mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    visits = tree.root_visits()[0]
+    assert visits.sum() == sims
+    assert np.all(tree.visits >= 0)
+    # Edge visits add up: each node's incoming visits >= the visits of its own edges.
+    b = 0
+    for node in range(1, int(tree.num_nodes[0])):
+        parent_edge = np.argwhere(tree.children[b] == node)
+        incoming = tree.visits[b, parent_edge[0][0], parent_edge[0][1]]
+        assert tree.visits[b, node].sum() <= incoming
+
+
+def test_capacity_grows_and_deadline_stops() -> None:
+    import time
+
+    tree = mcts.Tree(np.zeros(1, np.uint64), np.zeros(1, np.uint64), capacity=4)
+    sims = mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=10**9),
+                       deadline=time.perf_counter() + 0.2)
+    assert 10 < sims < 10**9
+    assert tree.capacity >= tree.num_nodes[0]
+
+
+def test_advance_keeps_the_subtree() -> None:
+    tree = _tree(game.initial())
+    config = mcts.SearchConfig(num_simulations=200)
+    mcts.search(tree, SymmetricEvaluator(), config)
+    col = int(mcts.best_cols(tree)[0])
+    reply = int(np.argmax(tree.visits[0, tree.children[0, 0, col]]))
+    kept = tree.visits[0, tree.children[0, tree.children[0, 0, col], reply]].sum()
+    assert tree.advance(0, [col, reply])
+    assert tree.root_visits()[0].sum() == kept
+    assert game.num_stones(int(tree.mask[0, tree.root[0]])) == 2
+    assert not tree.advance(0, [6, 6, 6, 6, 6])  # a line the tree never explored
+
+
+def test_root_noise_is_reproducible_and_legal_only() -> None:
+    position, mask = game.from_moves("1111112")
+    trees = [_tree((position, mask)) for _ in range(2)]
+    for tree in trees:
+        mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=20), rng=np.random.default_rng(7))
+    np.testing.assert_array_equal(trees[0].prior[0, 0], trees[1].prior[0, 0])
+    assert trees[0].prior[0, 0, 0] == 0  # column 1 is full
+    assert abs(trees[0].prior[0, 0].sum() - 1) < 1e-5
