@@ -116,6 +116,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     assert config is not None
     torch.set_num_threads(config.threads)
     device = resolve_device(config.device)
+    torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     generation = 0

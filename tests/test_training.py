@@ -1,0 +1,148 @@
+"""Config, self-play records, replay window, and a training run that survives kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectx_az import config, game, mcts, replay, selfplay
+from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, TorchEvaluator, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_overrides_and_unknown_keys() -> None:
+    cfg = config.make_config("smoke", overrides=["mcts.num_simulations=40", "train.lr=0.01", "train.dedupe=false"])
+    assert cfg.mcts.num_simulations == 40 and cfg.train.lr == 0.01 and cfg.train.dedupe is False
+    with pytest.raises(config.ConfigError, match="valid keys: .*mcts.num_simulations"):
+        config.make_config("smoke", overrides=["mcts.simulations=40"])
+    with pytest.raises(config.ConfigError, match="choose one of: smoke, cpu, gpu"):
+        config.make_config("huge")
+    with pytest.raises(config.ConfigError, match="expected a int"):
+        config.make_config("smoke", overrides=["mcts.num_simulations=lots"])
+
+
+def test_config_round_trips_through_json(tmp_path: Path) -> None:
+    cfg = config.make_config("cpu", overrides=["seed=5"])
+    config.save_config(cfg, tmp_path)
+    assert config.load_config(tmp_path) == cfg
+
+
+def test_selfplay_records_have_consistent_targets() -> None:
+    cfg = config.make_config("smoke")
+    net = PolicyValueNet(cfg.net)
+    records, stats = selfplay.play_games(TorchEvaluator(net), 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+    assert stats.num_games == 6 == len(records)
+    for r in records:
+        t = len(r.value)
+        assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
+        np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
+        assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
+        # The first position is the empty board, seen by the first player.
+        assert r.obs[0].sum() == 0
+        assert r.value[0] == r.first_player_result
+        # Values alternate sign from one ply to the next.
+        assert np.all(r.value[1:] == -r.value[:-1])
+
+
+def test_replay_window_mirrors_and_dedupes(tmp_path: Path) -> None:
+    obs = np.zeros((3, 2, 6, 7), np.uint8)
+    obs[:, 0, 5, 0] = 1  # the same position three times: a stone in the bottom-left corner
+    policy = np.array([[1, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0]], np.float32)
+    value = np.array([1, -1, 0], np.float32)
+    record = selfplay.GameRecord(obs, policy, value, value, 3, 1)
+    replay.write_shard(tmp_path, 0, [record])
+    data = replay.load_window(tmp_path, up_to_generation=0, num_generations=1, max_positions=100, dedupe=True)
+    assert len(data) == 1
+    np.testing.assert_allclose(data.policy[0], [1 / 3, 2 / 3, 0, 0, 0, 0, 0], atol=1e-6)
+    assert data.value[0] == 0
+    batch = data.sample(200, np.random.default_rng(0))
+    flipped = batch.obs[:, 0, 5, 6] == 1
+    assert 0 < flipped.sum() < 200
+    np.testing.assert_allclose(batch.policy[flipped][:, 6], 1 / 3, atol=1e-6)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_bad_checkpoints_give_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(junk)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "connectx_az.cli", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+SMOKE = ["--preset", "smoke", "--quiet", "--set", "num_generations=4", "--set", "selfplay.num_games=48",
+         "--set", "eval_positions=5"]
+
+
+def test_training_resumes_after_kill_9_without_losing_or_repeating_a_generation(tmp_path: Path) -> None:
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    proc = subprocess.Popen(_cli("train", str(killed), *SMOKE), env=_env(), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Kill it in the middle of generation 1: after its self-play shard, before it is finished.
+    deadline = time.time() + 120
+    while not (killed / "replay" / "gen_000001.npz").exists():
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.time() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = load_checkpoint(killed / "checkpoint.pt")[1]["generation"] if (killed / "checkpoint.pt").exists() else 0
+    assert before <= 2
+    subprocess.run(_cli("train", "--resume", str(killed), "--quiet"), env=_env(), cwd=ROOT, check=True)
+    subprocess.run(_cli("train", str(clean), *SMOKE), env=_env(), cwd=ROOT, check=True)
+
+    rows = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [0, 1, 2, 3]
+    assert load_checkpoint(killed / "checkpoint.pt")[1]["generation"] == 4
+    # Seeded per generation: the interrupted run made exactly the games of the clean one.
+    for g in range(4):
+        with np.load(replay.shard_path(killed / "replay", g)) as a, np.load(replay.shard_path(clean / "replay", g)) as b:
+            np.testing.assert_array_equal(a["obs"], b["obs"])
+            np.testing.assert_array_equal(a["policy"], b["policy"])
+
+
+def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    from connectx_az import train
+
+    train.run(tmp_path / "run", cfg, progress=False)
+    with pytest.raises(config.ConfigError, match="already holds a run"):
+        train.run(tmp_path / "run", cfg, progress=False)
+
+
+def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
+    from connectx_az import train
+    from connectx_az.network import save_checkpoint
+
+    other = tmp_path / "other.pt"
+    save_checkpoint(other, PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)))
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    with pytest.raises(CheckpointError, match="holds a 2x8 network"):
+        train.run(tmp_path / "run", cfg, init_model=other, progress=False)
+
+
+def test_mcts_with_a_network_is_legal_everywhere() -> None:
+    net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8))
+    position, mask = game.from_moves("1111112222223")
+    tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64))
+    mcts.search(tree, TorchEvaluator(net), mcts.SearchConfig(num_simulations=50))
+    assert game.is_legal(mask, int(mcts.best_cols(tree)[0]))
+    assert tree.root_visits()[0, 0] == 0 and tree.root_visits()[0, 1] == 0
