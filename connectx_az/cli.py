@@ -67,7 +67,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     net, _ = load_checkpoint(_checkpoint_path(args.checkpoint))
     report = export.export_onnx(net, args.out, float16=args.float16)
-    print(f"wrote {report.path} ({report.bytes:,} bytes, sha256 {report.sha256[:16]}..., "
+    print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
     return 0
 
@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     card = Path(args.card) if args.card else model.with_suffix(".json")
     metadata = json.loads(card.read_text()) if card.is_file() else {}
     report = builder.build_submission(model, args.out, metadata=metadata)
-    print(f"wrote {report.path} ({report.bytes / 1e6:.2f} MB)")
+    print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
     print(f"model: {model} sha256 {report.model_sha256}")
     for key in ("net", "trained_by", "training"):
         if key in metadata:

@@ -19,12 +19,12 @@ PANELS: list[tuple[str, list[str]]] = [
 
 def figure(rows: list[dict[str, Any]]) -> Any:
     """A matplotlib figure with one panel per group of metrics."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    # A bare Figure needs no pyplot backend: it works headless and leaves a
+    # notebook's inline backend alone.
+    fig = Figure(figsize=(15, 8))
+    axes = fig.subplots(2, 3)
     gens = [r["generation"] for r in rows]
     pons_keys = sorted({k for r in rows for k in r if k.startswith("pons_policy/")})
     for ax, (title, keys) in zip(axes.flat, PANELS, strict=True):
@@ -49,7 +49,4 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     fig = figure(rows)
     path = out / "training.png"
     fig.savefig(path, dpi=100)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return [path]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from connectx_az import replay, selfplay
-from connectx_az.config import ConfigError, RunConfig, load_config, save_config, save_json
+from connectx_az.config import ConfigError, RunConfig, load_config, save_config
 from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint, load_into, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
 
 def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = False,
         init_model: str | Path | None = None, num_generations: int | None = None,
-        progress: bool = True) -> Path:
+        progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
@@ -99,6 +100,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     used and training continues from the checkpoint.  ``init_model`` warm-starts
     a new run from a checkpoint's weights (same architecture).
     ``num_generations`` stops this call early (the run itself stays resumable).
+    ``on_generation`` receives each generation's metrics row once it is saved
+    (live plots in the notebook).
     """
     run_dir = Path(run_dir)
     if resume:
@@ -172,6 +175,10 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                 if isinstance(value, (int, float)):
                     tb.add_scalar(key, value, generation)
         log.info("generation %d: %s", generation - 1, {k: row[k] for k in ("policy_loss", "value_loss", "seconds")})
+        if on_generation is not None:
+            on_generation(row)
+    if tb is not None:
+        tb.close()
     return ckpt_path
 
 
@@ -198,7 +205,3 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise ConfigError(f"{path} not found: is {run_dir} a training run directory?")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def write_model_card(path: str | Path, info: dict[str, Any]) -> None:
-    save_json(info, path)

@@ -1,0 +1,127 @@
+"""Pascal Pons' Connect Four benchmark sets, with every move's exact score, and move grading.
+
+The files live in the package data folder ``connectx_az/data/pons/`` (its README gives the
+format).  Scores are Pons' scores for the side to move: winning with one's own k-th stone scores
+``22 - k``, ``0`` is a draw, a loss is negative.  Columns here are 0-based (``col``); the files'
+move strings are 1-based, as Pons writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from connectx_az import game
+
+#: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
+SETS = {
+    "End-Easy": "Test_L3_R1.txt",
+    "Middle-Easy": "Test_L2_R1.txt",
+    "Middle-Medium": "Test_L2_R2.txt",
+    "Begin-Easy": "Test_L1_R1.txt",
+    "Begin-Medium": "Test_L1_R2.txt",
+    "Begin-Hard": "Test_L1_R3.partial.txt",
+}
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+@dataclass(frozen=True)
+class PonsPosition:
+    """One benchmark line: ``moves`` (1-based columns from the empty board), the position's
+    ``score`` and ``move_scores[col]`` for each of the 7 columns (``None`` where full), all for the
+    side to move."""
+
+    moves: str
+    score: int
+    move_scores: tuple[int | None, ...]
+
+    @property
+    def num_plies(self) -> int:
+        """Stones already on the board."""
+        return len(self.moves)
+
+    @property
+    def result(self) -> int:
+        """``+1`` won, ``0`` drawn, ``-1`` lost for the side to move under perfect play."""
+        return _sign(self.score)
+
+    @property
+    def best_cols(self) -> tuple[int, ...]:
+        """Columns (0-based) whose score equals the position's score."""
+        return tuple(c for c, s in enumerate(self.move_scores) if s == self.score)
+
+
+def _parse(line: str) -> PonsPosition:
+    fields = line.split()
+    if len(fields) != 2 + game.COLS:
+        raise ValueError(f"expected MOVES SCORE and {game.COLS} move scores, got {line!r}")
+    scores = tuple(None if f == "X" else int(f) for f in fields[2:])
+    return PonsPosition(fields[0], int(fields[1]), scores)
+
+
+def load_set(name: str, *, limit: int | None = None) -> list[PonsPosition]:
+    """The positions of set ``name`` (a key of ``SETS``), in file order, at most ``limit``.
+
+    Raises ``ValueError`` for an unknown name.
+    """
+    if name not in SETS:
+        raise ValueError(f"unknown Pons set {name!r}; valid sets: {', '.join(SETS)}")
+    path = resources.files("connectx_az") / "data" / "pons" / SETS[name]
+    lines = [line for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
+    return [_parse(line) for line in lines[:limit]]
+
+
+def position_of(p: PonsPosition) -> tuple[int, int]:
+    """``(position, mask)`` bitboards of the benchmark position (side to move's stones first)."""
+    return game.from_moves(p.moves)
+
+
+def _played_score(p: PonsPosition, col: int) -> int:
+    if not 0 <= col < game.COLS or p.move_scores[col] is None:
+        raise ValueError(f"column {col} is not a legal move in position {p.moves}")
+    return p.move_scores[col]
+
+
+def is_mistake(p: PonsPosition, col: int) -> bool:
+    """True if playing ``col`` (0-based) throws away a win or turns a draw into a loss."""
+    return _sign(_played_score(p, col)) < p.result
+
+
+def is_strict_mistake(p: PonsPosition, col: int) -> bool:
+    """True if ``col`` scores below the best move (a slower win or a faster loss counts too)."""
+    return _played_score(p, col) < p.score
+
+
+@dataclass
+class SetResult:
+    """How many of a set's positions an agent answered with a (strict) mistake."""
+
+    name: str
+    num_positions: int
+    num_mistakes: int
+    num_strict_mistakes: int
+
+    @property
+    def mistake_rate(self) -> float:
+        return self.num_mistakes / self.num_positions if self.num_positions else 0.0
+
+    @property
+    def strict_rate(self) -> float:
+        return self.num_strict_mistakes / self.num_positions if self.num_positions else 0.0
+
+
+def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> SetResult:
+    """Grade one chosen column (0-based) per position.  Raises ``ValueError`` on a length
+    mismatch or an illegal column."""
+    if len(positions) != len(cols):
+        raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
+    return SetResult(
+        name,
+        len(positions),
+        sum(is_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
+        sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
+    )

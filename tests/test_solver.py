@@ -1,0 +1,118 @@
+"""The exact solver against Pons' benchmark scores and hand-drawn boards."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from connectx_az import game, pons
+from connectx_az.solver import Solver
+
+END_EASY = pons.load_set("End-Easy", limit=30)
+MIDDLE_EASY = pons.load_set("Middle-Easy", limit=20)
+EASY = END_EASY + MIDDLE_EASY
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+@pytest.fixture(scope="module")
+def solver() -> Solver:
+    return Solver()
+
+
+def test_imports_only_the_standard_library() -> None:
+    source = Path(__file__).parents[1] / "connectx_az" / "solver.py"
+    tree = ast.parse(source.read_text())
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import"
+            modules.add(node.module.split(".")[0])
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+
+
+@pytest.mark.parametrize("p", EASY, ids=lambda p: p.moves)
+def test_scores_match_benchmark(solver: Solver, p: pons.PonsPosition) -> None:
+    position, mask = pons.position_of(p)
+    assert solver.solve(position, mask) == p.score
+    assert solver.solve(position, mask, weak=True) == _sign(p.score)
+    assert solver.move_scores(position, mask) == list(p.move_scores)
+    col, score = solver.best_move(position, mask)
+    assert score == p.score and p.move_scores[col] == p.score
+    assert solver.nodes >= 0
+
+
+def test_weak_move_scores_give_signs(solver: Solver) -> None:
+    for p in MIDDLE_EASY[:5]:
+        expected = [None if s is None else _sign(s) for s in p.move_scores]
+        assert solver.move_scores(*pons.position_of(p), weak=True) == expected
+
+
+def test_tiny_table_stays_exact() -> None:
+    small = Solver(table_size=64)  # emptied again and again during the search
+    for p in MIDDLE_EASY[:5]:
+        assert small.solve(*pons.position_of(p)) == p.score
+
+
+def test_takes_an_immediate_win(solver: Solver) -> None:
+    position, mask = game.from_ascii(
+        """
+        x...o..
+        xo..xo.
+        xxo.ox.
+        ooxxoox
+        oxooxxx
+        oxoxoxo
+        """
+    )
+    # 32 plies: x wins at once in column 3 with its 17th stone, scoring 22 - 17
+    assert solver.solve(position, mask) == 5
+    assert solver.best_move(position, mask) == (3, 5)
+    assert solver.move_scores(position, mask) == [None, 0, 0, 5, None, 0, 4]
+
+
+def test_blocks_an_immediate_loss(solver: Solver) -> None:
+    # End-Easy "6121455117152514634356336576722": o threatens column 3
+    position, mask = game.from_ascii(
+        """
+        o...x..
+        o...ox.
+        oox.xo.
+        xxooxxo
+        xoxxooo
+        xoxoxox
+        """
+    )
+    assert solver.best_move(position, mask) == (3, 0)
+    # anything else lets o win with its 17th stone: -(22 - 17)
+    assert solver.move_scores(position, mask) == [None, -5, -5, 0, None, -5, -5]
+
+
+def test_budget_exhausted_returns_none(solver: Solver) -> None:
+    hard = pons.load_set("Begin-Medium", limit=1)[0]
+    position, mask = pons.position_of(hard)
+    fresh = Solver()
+    assert fresh.solve(position, mask, max_nodes=100) is None
+    assert fresh.nodes <= 101
+    assert fresh.best_move(position, mask, max_nodes=100) is None
+    assert fresh.move_scores(position, mask, max_nodes=100) is None
+    assert fresh.solve(position, mask, deadline=time.perf_counter() - 1.0) is None
+
+
+def test_finished_or_malformed_game_raises(solver: Solver) -> None:
+    won = game.from_moves("1212121")  # first player has four in column 1
+    with pytest.raises(ValueError, match="already over"):
+        solver.solve(*won)
+    with pytest.raises(ValueError, match="already over"):
+        solver.best_move(*won)
+    floating = 1 << 1, 1 << 1  # a stone above an empty cell
+    with pytest.raises(ValueError):
+        solver.move_scores(*floating)
