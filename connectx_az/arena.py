@@ -19,7 +19,7 @@ import numpy as np
 from connectx_az import game, mcts, pons
 
 
-def _choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
+def choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
     """Raw-policy argmax over legal columns for each position."""
     p = np.array([x[0] for x in positions], np.uint64)
     m = np.array([x[1] for x in positions], np.uint64)
@@ -50,7 +50,7 @@ def grade_sets(choose: Callable[[list[tuple[int, int]]], list[int]], *, limit: i
 
 def policy_mistake_rates(evaluator: mcts.Evaluator, *, limit: int = 100) -> dict[str, float]:
     """``{"pons_policy/<set>": mistake rate}`` of the raw policy on ``limit`` positions per set."""
-    results = grade_sets(lambda pos: _choose_policy(evaluator, pos), limit=limit)
+    results = grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit)
     return {f"pons_policy/{r.name}": round(r.mistake_rate, 4) for r in results}
 
 
@@ -58,6 +58,34 @@ def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *
                          limit: int | None = None, sets: list[str] | None = None) -> list[pons.SetResult]:
     """Pons grades of MCTS without noise at ``search.num_simulations`` simulations."""
     return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets)
+
+
+def submission_mistake_rates(submission: str | Path, *, limit: int | None = None, sets: list[str] | None = None,
+                             act_timeout: float = 2.0, overage: float = 60.0,
+                             on_position: Callable[[], None] | None = None) -> list[pons.SetResult]:
+    """Pons grades of a built ``submission.py`` under the Kaggle clock.
+
+    The file is executed afresh for every position (as Kaggle loads it for every
+    game), so each answer pays the load and decode time of a first move.  Run it
+    in a process pinned to one core, with onnxruntime blocked, to measure what
+    Kaggle's numpy backend does (``connectx-az eval pons --submission`` does).
+    """
+
+    def choose(positions: list[tuple[int, int]]) -> list[int]:
+        cols = []
+        for position, mask in positions:
+            ply = game.num_stones(mask)
+            mark = 1 + ply % 2
+            obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "step": ply,
+                   "remainingOverageTime": overage}
+            cfg = {"rows": game.ROWS, "columns": game.COLS, "inarow": game.INAROW, "actTimeout": act_timeout,
+                   "timeout": act_timeout, "episodeSteps": 1000, "runTimeout": 1200}
+            cols.append(int(load_submission(submission)(obs, cfg)))
+            if on_position is not None:
+                on_position()
+        return cols
+
+    return grade_sets(choose, limit=limit, sets=sets)
 
 
 # --------------------------------------------------------------------------- kaggle validation
@@ -105,7 +133,8 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
     """Play ``games`` games per opponent and seat through kaggle-environments.
 
     The submission file is executed afresh for every game, as on Kaggle.
-    ``act_timeout`` overrides Kaggle's 2 s a move (quick checks).  Saves the last
+    ``act_timeout`` overrides Kaggle's 2 s a move and scales the 60 s bank the
+    agent sees by the same factor (quick checks).  Saves the last
     game against each opponent and seat as an HTML replay in ``replay_dir``.
     """
     configuration = {} if act_timeout is None else {"actTimeout": act_timeout}
@@ -119,6 +148,8 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 agent = load_submission(submission)
 
                 def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent) -> Any:
+                    if act_timeout is not None:  # a scaled clock: the bank shrinks with the move time
+                        obs = {**obs, "remainingOverageTime": obs["remainingOverageTime"] * act_timeout / 2.0}
                     start = time.perf_counter()
                     move = agent(obs, cfg)
                     result.move_seconds.append(time.perf_counter() - start)

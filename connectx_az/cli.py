@@ -116,29 +116,57 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
     from connectx_az import arena, mcts
-    from connectx_az.export import OnnxRuntimeEvaluator
 
-    evaluator = OnnxRuntimeEvaluator(args.model)
     table: dict[str, Any] = {}
-    modes = ["policy"] + [f"mcts{n}" for n in args.sims]
-    for mode in modes:
-        if mode == "policy":
-            results = arena.grade_sets(lambda pos: arena._choose_policy(evaluator, pos), limit=args.limit)
-        else:
-            search = mcts.SearchConfig(num_simulations=int(mode[4:]))
-            results = arena.search_mistake_rates(evaluator, search, limit=args.limit)
-        table[mode] = {r.name: {"n": r.num_positions, "mistake_rate": r.mistake_rate,
-                                "strict_rate": r.strict_rate} for r in results}
+    if args.submission:
+        if not Path(args.submission).is_file():
+            raise UserError(f"{args.submission} not found; run `make submission` first")
+        _kaggle_like_process()
+        results = arena.submission_mistake_rates(args.submission, limit=args.limit, act_timeout=args.act_timeout)
+        table[f"submission@{args.act_timeout:g}s"] = results
+    else:
+        from connectx_az.export import OnnxRuntimeEvaluator
+
+        evaluator = OnnxRuntimeEvaluator(args.model)
+        table["policy"] = arena.grade_sets(lambda pos: arena.choose_policy(evaluator, pos), limit=args.limit)
+        for sims in args.sims:
+            table[f"mcts{sims}"] = arena.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
+                                                              limit=args.limit)
+    rows = {mode: {r.name: {"n": r.num_positions, "mistake_rate": round(r.mistake_rate, 4),
+                            "strict_rate": round(r.strict_rate, 4)} for r in results}
+            for mode, results in table.items()}
     if args.json:
-        print(json.dumps(table))
+        print(json.dumps(rows))
         return 0
-    names = list(next(iter(table.values())))
-    print(f"{'mode':<10}" + "".join(f"{n:>16}" for n in names))
-    for mode, row in table.items():
-        print(f"{mode:<10}" + "".join(f"{100 * row[n]['mistake_rate']:>8.1f}%/{100 * row[n]['strict_rate']:>5.1f}%"
+    names = list(next(iter(rows.values())))
+    print(f"{'mode':<16}" + "".join(f"{n:>16}" for n in names))
+    for mode, row in rows.items():
+        print(f"{mode:<16}" + "".join(f"{100 * row[n]['mistake_rate']:>8.1f}%/{100 * row[n]['strict_rate']:>5.1f}%"
                                       for n in names))
-    print("cells: mistake rate / strict mistake rate")
+    print("cells: mistake rate / strict mistake rate; positions per set: "
+          + ", ".join(f"{n} {v['n']}" for n, v in next(iter(rows.values())).items()))
     return 0
+
+
+def _kaggle_like_process() -> None:
+    """Make this process look like Kaggle's agent sandbox: one core, no onnxruntime.
+
+    Only the ``eval pons --submission`` command calls this, for its own process.
+    """
+    import importlib.abc
+    import os
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+    class _Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+            if name.split(".")[0] == "onnxruntime":
+                raise ImportError("onnxruntime is blocked to measure the numpy backend")
+            return None
+
+    sys.meta_path.insert(0, _Block())
+    sys.modules.pop("onnxruntime", None)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -203,8 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="accuracy against perfect play")
     esub = p.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     e = esub.add_parser("pons", help="mistake rates on the six Pons sets")
-    e.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model")
+    e.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model: raw policy and MCTS")
     e.add_argument("--sims", type=int, nargs="*", default=[64, 200], help="MCTS simulation counts")
+    e.add_argument("--submission", help="grade this built submission.py under the Kaggle clock instead "
+                   "(one core, numpy backend, loaded afresh per position)")
+    e.add_argument("--act-timeout", type=float, default=2.0, help="seconds a move for --submission")
     e.add_argument("--limit", type=int, help="positions per set (default: all)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)

@@ -333,7 +333,7 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
             _add_along_paths(tree, trees, sel[0], sel[1], sel[2], vl, np.full(bsz, -vl, np.float32), alternate=False)
         selections.append(sel)
     trees = np.tile(np.arange(bsz, dtype=np.int64), k)
-    path_node, path_action, depth, parent, action = (np.concatenate(part) for part in zip(*selections))
+    path_node, path_action, depth, parent, action = (np.concatenate(part) for part in zip(*selections, strict=True))
     if k > 1:
         _add_along_paths(tree, trees, path_node, path_action, depth, -vl, np.full(trees.size, vl, np.float32),
                          alternate=False)

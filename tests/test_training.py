@@ -114,9 +114,10 @@ def test_training_resumes_after_kill_9_without_losing_or_repeating_a_generation(
     assert load_checkpoint(killed / "checkpoint.pt")[1]["generation"] == 4
     # Seeded per generation: the interrupted run made exactly the games of the clean one.
     for g in range(4):
-        with np.load(replay.shard_path(killed / "replay", g)) as a, np.load(replay.shard_path(clean / "replay", g)) as b:
-            np.testing.assert_array_equal(a["obs"], b["obs"])
-            np.testing.assert_array_equal(a["policy"], b["policy"])
+        with np.load(replay.shard_path(killed / "replay", g)) as a:
+            with np.load(replay.shard_path(clean / "replay", g)) as b:
+                np.testing.assert_array_equal(a["obs"], b["obs"])
+                np.testing.assert_array_equal(a["policy"], b["policy"])
 
 
 def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:

@@ -1,0 +1,295 @@
+"""Build the single-file Kaggle submission from the package's own, tested source files.
+
+``build_submission`` writes one ``submission.py`` holding, in order:
+
+1. a header comment: model sha256, net shape, file sizes, caller's metadata;
+2. ``import`` lines (standard library only) and the base64 model with its sha256;
+3. each module's source **verbatim** as a raw string literal: ``game.py``,
+   ``mcts.py``, ``solver.py``, ``agent/onnx_numpy.py``, ``agent/template.py``,
+   read from disk at build time, never from a hand-kept copy;
+4. a small loader (``_LOADER`` below) that executes each source in a fresh
+   module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
+   (so ``dataclasses`` finds it; the real package name is never used),
+   after rewriting exactly the ``from connectx_az import x`` /
+   ``from connectx_az.agent import y`` lines into references to the modules
+   loaded before it (same line count, so tracebacks point at real lines);
+5. last, ``def agent(observation, configuration)``: Kaggle executes the file
+   with an empty globals dict and takes the last callable it defines.
+
+If ``solver`` fails to load in the sandbox, the template runs without it; if
+the template itself fails, ``agent`` falls back to the most central open column.
+The builder refuses (``BuildError``, one line) a missing or corrupt model, a
+model that ``NumpyOnnxModel`` cannot run, sources that import anything beyond
+the standard library, numpy and (guarded) onnxruntime, an unwritable output
+folder, and a file over ``MAX_BYTES``.  Output is written atomically.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from connectx_az.agent import onnx_numpy
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+#: (module name, path relative to the package) in load order; each may import only earlier ones
+MODULES = (
+    ("game", "game.py"),
+    ("mcts", "mcts.py"),
+    ("solver", "solver.py"),
+    ("onnx_numpy", "agent/onnx_numpy.py"),
+    ("template", "agent/template.py"),
+)
+OPTIONAL_MODULES = frozenset({"solver"})  # the agent plays on without these
+MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
+_B64_LINE = 100
+_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy", "onnxruntime"}
+
+
+class BuildError(RuntimeError):
+    """The submission cannot be built; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What ``build_submission`` wrote."""
+
+    path: Path
+    num_bytes: int
+    model_sha256: str
+    model_bytes: int
+    net_label: str
+
+
+# The loader is written into the submission as it stands here; the builder also
+# runs ``_rewrite_imports`` from this very text to check every source before
+# writing.  Keep it standard-library only.
+_LOADER = r'''
+_PACKAGE_IMPORT = re.compile(
+    r"^(?P<indent>[ \t]*)from connectx_az(?:\.agent)? import (?P<names>[A-Za-z_]\w*(?: as [A-Za-z_]\w*)?"
+    r"(?:, *[A-Za-z_]\w*(?: as [A-Za-z_]\w*)?)*)[ \t]*(?:#.*)?$"
+)
+
+
+def _rewrite_imports(source):
+    """Turn ``from connectx_az[.agent] import a, b as c`` lines into ``a, c = _pasted("a"), _pasted("b")``."""
+    lines = source.split("\n")
+    for i, line in enumerate(lines):
+        match = _PACKAGE_IMPORT.match(line)
+        if match:
+            names = [part.strip().split(" as ") for part in match.group("names").split(",")]
+            targets = ", ".join(alias[-1] for alias in names)
+            values = ", ".join("_pasted(%r)" % alias[0] for alias in names)
+            lines[i] = "%s%s = %s" % (match.group("indent"), targets, values)
+    return "\n".join(lines)
+
+
+def _load_modules(sources, optional):
+    """Execute each source in its own registered module; returns {name: module or None}."""
+    loaded = {}
+
+    def _pasted(name):
+        module = loaded.get(name)
+        if module is None:
+            raise ImportError("connectx_az module %r is not available in this submission" % name)
+        return module
+
+    for name, source in sources:
+        module = types.ModuleType("connectx_az_submission." + name)
+        module.__dict__["_pasted"] = _pasted
+        sys.modules[module.__name__] = module
+        try:
+            exec(compile(_rewrite_imports(source), "<connectx_az/%s>" % name, "exec"), module.__dict__)
+        except Exception:
+            sys.modules.pop(module.__name__, None)
+            if name not in optional:
+                raise
+            module = None
+        loaded[name] = module
+    return loaded
+'''
+
+_TAIL = '''
+try:
+    _MODULES = _load_modules(_SOURCES, {optional!r})
+    _template = _MODULES["template"]
+    _template.MODEL_B64 = MODEL_B64
+    _template.MODEL_SHA256 = MODEL_SHA256
+    _template.PRELOAD_SECONDS = time.perf_counter() - _T_START
+except Exception as _exc:  # keep the file loadable; agent() below still plays legal moves
+    _template = None
+    _LOAD_ERROR = "%s: %s" % (type(_exc).__name__, _exc)
+
+
+def agent(observation, configuration):
+    """Kaggle's entry point (the last callable in this file)."""
+    if _template is not None:
+        return _template.agent(observation, configuration)
+    try:
+        board = observation["board"]
+        columns = int(configuration["columns"])
+        free = [c for c in range(columns) if board[c] == 0]
+        return int(min(free, key=lambda c: abs(2 * c - columns + 1)))
+    except Exception:
+        return 3
+'''
+
+
+def _loader_namespace() -> dict:
+    namespace = {"re": re, "sys": sys, "types": __import__("types")}
+    exec(compile(_LOADER, "<builder._LOADER>", "exec"), namespace)
+    return namespace
+
+
+def _check_source(name: str, source: str, rewrite) -> None:
+    """Refuse sources the submission could not run on its own."""
+    try:
+        tree = ast.parse(rewrite(source))
+    except SyntaxError as exc:
+        raise BuildError(f"{name}: does not parse after rewriting its imports: {exc}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                raise BuildError(f"{name}: relative import at line {node.lineno} cannot run in one file")
+            roots = [(node.module or "").split(".")[0]]
+        else:
+            continue
+        for root in roots:
+            if root == "connectx_az":
+                raise BuildError(f"{name}: line {node.lineno} imports connectx_az in a form the builder "
+                                 "cannot inline; use 'from connectx_az import x'")
+            if root not in _ALLOWED_IMPORTS:
+                raise BuildError(f"{name}: line {node.lineno} imports {root!r}; the submission may use "
+                                 "only the standard library and numpy")
+
+
+def _literal(source: str, name: str) -> str:
+    """``source`` as a raw string literal that reproduces it exactly (verbatim in the file)."""
+    literal = "r'''" + source + "'''"
+    try:
+        exact = "'''" not in source and not source.endswith("\\") and ast.literal_eval(literal) == source
+    except (SyntaxError, ValueError):
+        exact = False
+    if not exact:
+        raise BuildError(f"{name}: cannot be pasted verbatim (contains ''' or a trailing backslash)")
+    return literal
+
+
+def _read_model(model_path: str | Path) -> bytes:
+    path = Path(model_path)
+    if not path.is_file():
+        raise BuildError(f"model {path} does not exist; export one first (export_onnx)")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise BuildError(f"cannot read model {path}: {exc.strerror}") from None
+
+
+def build_submission(
+    model_path: str | Path,
+    out_path: str | Path,
+    *,
+    metadata: dict | None = None,
+    expected_sha256: str | None = None,
+) -> BuildReport:
+    """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
+
+    ``expected_sha256``, when given, must match the model bytes (e.g. the value
+    in the export report).  ``metadata`` (JSON-able) goes into the header.
+    Raises ``BuildError``.
+    """
+    out_path = Path(out_path)
+    data = _read_model(model_path)
+    sha256 = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and sha256 != expected_sha256.lower():
+        raise BuildError(f"model {model_path} has sha256 {sha256[:16]}..., expected {expected_sha256[:16]}...")
+    try:
+        model = onnx_numpy.NumpyOnnxModel(data)
+    except ValueError as exc:
+        raise BuildError(f"model {model_path} cannot run in the submission: {exc}") from None
+    net = model.net_shape()
+    net_label = str(net.get("label", "unknown"))
+    if not out_path.parent.is_dir() or not os.access(out_path.parent, os.W_OK):
+        raise BuildError(f"output folder {out_path.parent} does not exist or is not writable")
+
+    rewrite = _loader_namespace()["_rewrite_imports"]
+    sources = []
+    for name, rel in MODULES:
+        path = PACKAGE_DIR / rel
+        if not path.is_file():
+            raise BuildError(f"package source {path} is missing")
+        source = path.read_text(encoding="utf-8")
+        _check_source(rel, source, rewrite)
+        sources.append((name, source))
+
+    try:
+        meta = json.dumps(metadata or {}, sort_keys=True, default=str)
+    except (TypeError, ValueError) as exc:
+        raise BuildError(f"metadata is not JSON-able: {exc}") from None
+    b64 = base64.b64encode(data).decode("ascii")
+    parts = [
+        "# ConnectX agent built by connectx_az.agent.builder: AlphaZero MCTS over an embedded ONNX net.\n",
+        "# Generated file; edit the package sources, then rebuild.\n",
+        f"# model sha256: {sha256}\n",
+        f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
+        f"float16 weights: {model.has_float16_weights}\n",
+        f"# sources: {', '.join(rel for _, rel in MODULES)}\n",
+        f"# metadata: {meta}\n",
+        "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
+        "_T_START = time.perf_counter()\n",
+        f"MODEL_SHA256 = {sha256!r}\n",
+        'MODEL_B64 = """\n',  # base64.b64decode skips the newlines
+        *(f"{b64[i:i + _B64_LINE]}\n" for i in range(0, len(b64), _B64_LINE)),
+        '"""\n\n',
+        "_SOURCES = []\n",
+    ]
+    for name, source in sources:
+        parts.append(f"\n# ---- connectx_az/{dict(MODULES)[name]} (verbatim) ----\n")
+        parts.append(f"_SOURCES.append(({name!r}, {_literal(source, name)}))\n")
+    parts.append(_LOADER)
+    parts.append(_TAIL.format(optional=sorted(OPTIONAL_MODULES)))
+    text = "".join(parts)
+    num_bytes = len(text.encode("utf-8"))
+    if num_bytes > MAX_BYTES:
+        raise BuildError(f"submission would be {num_bytes / 1e6:.2f} MB, over the {MAX_BYTES / 1e6:g} MB limit; "
+                         "export with float16=True or a smaller net")
+    try:
+        compile(text, str(out_path), "exec")
+    except SyntaxError as exc:
+        raise BuildError(f"generated file does not compile: {exc}") from None
+    _write_atomic(text, out_path)
+    return BuildReport(path=out_path, num_bytes=num_bytes, model_sha256=sha256, model_bytes=len(data),
+                       net_label=net_label)
+
+
+def _write_atomic(text: str, path: Path) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise BuildError(f"cannot write to {path.parent}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _readable_mode())  # mkstemp makes 0600; give the usual 0644 (less the umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _readable_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o644 & ~umask

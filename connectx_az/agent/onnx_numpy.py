@@ -1,0 +1,715 @@
+"""Run the exported policy-value ONNX graph with numpy alone. Standard library and numpy only.
+
+The Kaggle image has numpy but very likely no onnxruntime, and this module is
+pasted verbatim into ``submission.py``, so it carries its own reader for the
+protobuf wire format and executes only the handful of operators that
+``connectx_az.export`` produces::
+
+    Conv (any square kernel, symmetric pads, stride 1, group 1), Relu, Add,
+    Flatten, Gemm, Tanh, Squeeze, Unsqueeze, Reshape, Constant, Identity, Cast
+
+Any other operator is rejected with a ``ValueError`` when the model is loaded,
+never half-way through a game.  Bytes that are not a valid model (truncated,
+corrupt, not ONNX at all) also raise ``ValueError``; every read is bounds-checked
+and every loop advances, so bad input can never hang the reader.
+
+Execution is tuned for a 6x7 board and tiny batches.  Feature maps between
+convolutions are kept channels-last (``[B, H, W, C]``), so a 3x3 convolution is
+one gather with an index array precomputed per board size (im2col, with
+out-of-board taps pointing at an appended zero row) and one matmul per two
+boards against weights reshaped once at load time.  Values are converted back to ONNX's
+``NCHW`` layout only where an operator needs it (``Flatten`` before a ``Gemm``,
+graph outputs).  Nodes whose inputs are all constants (``Identity``, ``Cast``
+of float16 initializers, ``Constant``) are folded at load time.  FLOAT16
+tensors are widened to float32: the graph always computes in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# protobuf wire format
+
+_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+
+# TensorProto.DataType -> numpy dtype (little-endian, as ONNX stores raw_data)
+_DTYPES = {
+    1: np.dtype("<f4"),  # FLOAT
+    2: np.dtype("u1"),  # UINT8
+    3: np.dtype("i1"),  # INT8
+    4: np.dtype("<u2"),  # UINT16
+    5: np.dtype("<i2"),  # INT16
+    6: np.dtype("<i4"),  # INT32
+    7: np.dtype("<i8"),  # INT64
+    9: np.dtype("?"),  # BOOL
+    10: np.dtype("<f2"),  # FLOAT16
+    11: np.dtype("<f8"),  # DOUBLE
+}
+_FLOAT, _INT64, _FLOAT16 = 1, 7, 10
+_MAX_ELEMENTS = 1 << 28  # no real policy-value net comes close; guards absurd dims
+_IM2COL_ROWS = 96  # output cells per convolution matmul: two 6x7 boards
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Decode one base-128 varint at ``pos``; returns ``(value, next_pos)``."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _signed64(value: int) -> int:
+    """Two's-complement reading of a varint-encoded int64/int32."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _fields(buf: bytes, pos: int, end: int):
+    """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``.
+
+    ``value`` is an int for varint and fixed-width fields and a ``(start, stop)``
+    pair of offsets into ``buf`` for length-delimited ones.
+    """
+    while pos < end:
+        key, pos = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise ValueError("field number 0")
+        if wire == _VARINT:
+            value, pos = _varint(buf, pos, end)
+        elif wire == _LEN:
+            size, pos = _varint(buf, pos, end)
+            if size > end - pos:
+                raise ValueError(f"field {field} claims {size} bytes but only {end - pos} remain")
+            value = (pos, pos + size)
+            pos += size
+        elif wire == _FIXED64:
+            if pos + 8 > end:
+                raise ValueError("truncated fixed64")
+            value = int.from_bytes(buf[pos:pos + 8], "little")
+            pos += 8
+        elif wire == _FIXED32:
+            if pos + 4 > end:
+                raise ValueError("truncated fixed32")
+            value = int.from_bytes(buf[pos:pos + 4], "little")
+            pos += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire} (field {field})")
+        yield field, wire, value
+
+
+def _text(buf: bytes, span: tuple[int, int]) -> str:
+    return buf[span[0]:span[1]].decode("utf-8")
+
+
+def _ints(buf: bytes, wire: int, value, out: list[int]) -> None:
+    """Append a repeated int64 field, packed (``_LEN``) or not."""
+    if wire == _VARINT:
+        out.append(_signed64(value))
+    elif wire == _LEN:
+        pos, end = value
+        while pos < end:
+            item, pos = _varint(buf, pos, end)
+            out.append(_signed64(item))
+    else:
+        raise ValueError(f"integer field with wire type {wire}")
+
+
+def _floats(buf: bytes, wire: int, value, out: list[float]) -> None:
+    """Append a repeated float field, packed (``_LEN``) or not."""
+    if wire == _FIXED32:
+        out.append(float(np.array([value], np.uint32).view(np.float32)[0]))
+    elif wire == _LEN:
+        start, stop = value
+        if (stop - start) % 4:
+            raise ValueError("packed float field is not a multiple of 4 bytes")
+        out.extend(np.frombuffer(buf, "<f4", (stop - start) // 4, start).tolist())
+    else:
+        raise ValueError(f"float field with wire type {wire}")
+
+
+def _tensor(buf: bytes, start: int, end: int, *, widen: bool = True) -> tuple[str, np.ndarray]:
+    """Decode a TensorProto into ``(name, array)``; FLOAT16 comes back as float32 if ``widen``."""
+    name = ""
+    dims: list[int] = []
+    data_type = 0
+    raw = None
+    float_data: list[float] = []
+    int32_data: list[int] = []
+    int64_data: list[int] = []
+    for field, wire, value in _fields(buf, start, end):
+        if field == 1:
+            _ints(buf, wire, value, dims)
+        elif field == 2 and wire == _VARINT:
+            data_type = value
+        elif field == 4:
+            _floats(buf, wire, value, float_data)
+        elif field == 5:
+            _ints(buf, wire, value, int32_data)
+        elif field == 7:
+            _ints(buf, wire, value, int64_data)
+        elif field == 8 and wire == _LEN:
+            name = _text(buf, value)
+        elif field == 9 and wire == _LEN:
+            raw = value
+        elif field in (13, 14) and (wire != _VARINT or value != 0):
+            raise ValueError(f"tensor {name!r} keeps its data in an external file, which is not supported")
+    dtype = _DTYPES.get(data_type)
+    if dtype is None:
+        raise ValueError(f"tensor {name!r} has unsupported data type {data_type}")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"tensor {name!r} has negative dimensions {dims}")
+    count = math.prod(dims)
+    if count > _MAX_ELEMENTS:
+        raise ValueError(f"tensor {name!r} is implausibly large ({count} elements)")
+    if raw is not None:
+        nbytes = raw[1] - raw[0]
+        if nbytes != count * dtype.itemsize:
+            raise ValueError(f"tensor {name!r}: raw_data holds {nbytes} bytes, dims {dims} need "
+                             f"{count * dtype.itemsize}")
+        array = np.frombuffer(buf, dtype, count, raw[0])
+    elif float_data and data_type == _FLOAT:
+        array = np.array(float_data, np.float32)
+    elif int32_data and data_type in (2, 3, 4, 5, 6, 9, _FLOAT16):
+        if data_type == _FLOAT16:  # float16 bit patterns travel in int32_data
+            array = np.array(int32_data, np.int64).astype(np.uint16).view(np.float16)
+        else:
+            array = np.array(int32_data, np.int64).astype(dtype)
+    elif int64_data and data_type == _INT64:
+        array = np.array(int64_data, np.int64)
+    elif count == 0:
+        array = np.zeros(0, dtype)
+    else:
+        raise ValueError(f"tensor {name!r} has no data in a supported field")
+    if array.size != count:
+        raise ValueError(f"tensor {name!r}: {array.size} values for dims {dims}")
+    array = array.reshape(dims)
+    if widen and array.dtype == np.float16:
+        array = array.astype(np.float32)
+    return name, array
+
+
+class _Node:
+    """One NodeProto: ``op_type``, ``inputs``/``outputs`` (names, ``""`` = absent), ``attrs``."""
+
+    __slots__ = ("op_type", "domain", "name", "inputs", "outputs", "attrs")
+
+    def __init__(self) -> None:
+        self.op_type = ""
+        self.domain = ""
+        self.name = ""
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.attrs: dict[str, object] = {}
+
+
+def _attribute(buf: bytes, start: int, end: int) -> tuple[str, object]:
+    """Decode an AttributeProto into ``(name, value)``.
+
+    Values: FLOAT -> float, INT -> int, STRING -> bytes, TENSOR -> ndarray,
+    FLOATS/INTS/STRINGS -> list; graph-valued attributes come back as ``None``
+    (no operator we run has one).
+    """
+    name = ""
+    kind = 0
+    scalar_f = scalar_i = text = tensor = None
+    floats: list[float] = []
+    ints: list[int] = []
+    strings: list[bytes] = []
+    for field, wire, value in _fields(buf, start, end):
+        if field == 1 and wire == _LEN:
+            name = _text(buf, value)
+        elif field == 20 and wire == _VARINT:
+            kind = value
+        elif field == 2 and wire == _FIXED32:
+            scalar_f = float(np.array([value], np.uint32).view(np.float32)[0])
+        elif field == 3 and wire == _VARINT:
+            scalar_i = _signed64(value)
+        elif field == 4 and wire == _LEN:
+            text = bytes(buf[value[0]:value[1]])
+        elif field == 5 and wire == _LEN:
+            tensor = _tensor(buf, *value)[1]
+        elif field == 7:
+            _floats(buf, wire, value, floats)
+        elif field == 8:
+            _ints(buf, wire, value, ints)
+        elif field == 9 and wire == _LEN:
+            strings.append(bytes(buf[value[0]:value[1]]))
+    by_kind = {1: scalar_f, 2: scalar_i, 3: text, 4: tensor, 6: floats, 7: ints, 8: strings}
+    if kind in by_kind:
+        return name, by_kind[kind]
+    for guess in (tensor, scalar_f, scalar_i, text):  # producers that omit ``type``
+        if guess is not None:
+            return name, guess
+    return name, floats or ints or strings or None
+
+
+def _node(buf: bytes, start: int, end: int) -> _Node:
+    node = _Node()
+    for field, wire, value in _fields(buf, start, end):
+        if wire != _LEN:
+            continue
+        if field == 1:
+            node.inputs.append(_text(buf, value))
+        elif field == 2:
+            node.outputs.append(_text(buf, value))
+        elif field == 3:
+            node.name = _text(buf, value)
+        elif field == 4:
+            node.op_type = _text(buf, value)
+        elif field == 7:
+            node.domain = _text(buf, value)
+        elif field == 5:
+            attr_name, attr_value = _attribute(buf, *value)
+            node.attrs[attr_name] = attr_value
+    return node
+
+
+def _value_info(buf: bytes, start: int, end: int) -> tuple[str, int, list[int | str | None]]:
+    """ValueInfoProto -> ``(name, elem_type, shape)``; unknown dimensions are a name or None."""
+    name = ""
+    elem_type = 0
+    shape: list[int | str | None] = []
+    for field, wire, value in _fields(buf, start, end):
+        if field == 1 and wire == _LEN:
+            name = _text(buf, value)
+        elif field == 2 and wire == _LEN:  # TypeProto
+            for f2, w2, v2 in _fields(buf, *value):
+                if f2 != 1 or w2 != _LEN:  # tensor_type only
+                    continue
+                for f3, w3, v3 in _fields(buf, *v2):
+                    if f3 == 1 and w3 == _VARINT:
+                        elem_type = v3
+                    elif f3 == 2 and w3 == _LEN:  # TensorShapeProto
+                        for f4, w4, v4 in _fields(buf, *v3):
+                            if f4 != 1 or w4 != _LEN:
+                                continue
+                            dim: int | str | None = None
+                            for f5, w5, v5 in _fields(buf, *v4):
+                                if f5 == 1 and w5 == _VARINT:
+                                    dim = _signed64(v5)
+                                elif f5 == 2 and w5 == _LEN:
+                                    dim = _text(buf, v5)
+                            shape.append(dim)
+    return name, elem_type, shape
+
+
+class _Graph:
+    """The parts of ModelProto/GraphProto that execution needs."""
+
+    def __init__(self) -> None:
+        self.nodes: list[_Node] = []
+        self.initializers: dict[str, np.ndarray] = {}
+        self.inputs: list[tuple[str, int, list]] = []
+        self.outputs: list[tuple[str, int, list]] = []
+        self.opsets: dict[str, int] = {}
+        self.ir_version = 0
+        self.metadata: dict[str, str] = {}
+        self.num_float16 = 0  # initializers stored as float16
+
+
+def _parse_model(buf: bytes) -> _Graph:
+    graph = _Graph()
+    graph_span = None
+    for field, wire, value in _fields(buf, 0, len(buf)):
+        if field == 1 and wire == _VARINT:
+            graph.ir_version = value
+        elif field == 7 and wire == _LEN:
+            graph_span = value
+        elif field == 8 and wire == _LEN:  # OperatorSetIdProto
+            domain, version = "", 0
+            for f2, w2, v2 in _fields(buf, *value):
+                if f2 == 1 and w2 == _LEN:
+                    domain = _text(buf, v2)
+                elif f2 == 2 and w2 == _VARINT:
+                    version = v2
+            graph.opsets[domain] = version
+        elif field == 14 and wire == _LEN:  # StringStringEntryProto
+            key = text = ""
+            for f2, w2, v2 in _fields(buf, *value):
+                if f2 == 1 and w2 == _LEN:
+                    key = _text(buf, v2)
+                elif f2 == 2 and w2 == _LEN:
+                    text = _text(buf, v2)
+            graph.metadata[key] = text
+    if graph_span is None:
+        raise ValueError("no graph found")
+    for field, wire, value in _fields(buf, *graph_span):
+        if wire != _LEN:
+            continue
+        if field == 1:
+            graph.nodes.append(_node(buf, *value))
+        elif field == 5:
+            name, array = _tensor(buf, *value, widen=False)
+            if array.dtype == np.float16:
+                graph.num_float16 += 1
+                array = array.astype(np.float32)
+            graph.initializers[name] = array
+        elif field == 11:
+            graph.inputs.append(_value_info(buf, *value))
+        elif field == 12:
+            graph.outputs.append(_value_info(buf, *value))
+        elif field == 15:
+            raise ValueError("sparse initializers are not supported")
+    if not graph.nodes or not graph.outputs:
+        raise ValueError("the graph has no nodes or no outputs")
+    return graph
+
+
+# ---------------------------------------------------------------------------
+# operators on ONNX-layout (dense) arrays; also used for constant folding
+
+
+def _axes(node: _Node, args: list, opset: int) -> list[int] | None:
+    """``axes`` of Squeeze/Unsqueeze: an attribute before opset 13, an input after."""
+    if len(args) > 1 and args[1] is not None:
+        return [int(a) for a in np.asarray(args[1]).reshape(-1)]
+    value = node.attrs.get("axes")
+    return None if value is None else [int(a) for a in value]
+
+
+def _dense_op(node: _Node, args: list, opset: int) -> np.ndarray:
+    """Evaluate one non-Conv operator on ONNX-layout arrays."""
+    op = node.op_type
+    x = args[0] if args else None
+    if op == "Identity":
+        return x
+    if op == "Relu":
+        return np.maximum(x, 0)
+    if op == "Tanh":
+        return np.tanh(x)
+    if op == "Add":
+        return x + args[1]
+    if op == "Cast":
+        dtype = _DTYPES.get(int(node.attrs.get("to", 0)))
+        if dtype is None:
+            raise ValueError(f"Cast to unsupported type {node.attrs.get('to')}")
+        return np.asarray(x).astype(np.float32 if dtype == np.float16 else dtype)
+    if op == "Flatten":
+        axis = int(node.attrs.get("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis
+        return x.reshape(math.prod(x.shape[:axis]), -1)
+    if op == "Squeeze":
+        axes = _axes(node, args, opset)
+        if axes is None:
+            return np.squeeze(x)
+        return np.squeeze(x, axis=tuple(a + x.ndim if a < 0 else a for a in axes))
+    if op == "Unsqueeze":
+        axes = _axes(node, args, opset)
+        out_rank = x.ndim + len(axes)
+        for a in sorted(a + out_rank if a < 0 else a for a in axes):
+            x = np.expand_dims(x, a)
+        return x
+    if op == "Reshape":
+        shape = [int(s) for s in np.asarray(args[1]).reshape(-1)]
+        if not node.attrs.get("allowzero", 0):
+            shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+        return x.reshape(shape)
+    if op == "Gemm":
+        a = x.T if node.attrs.get("transA", 0) else x
+        b = args[1].T if node.attrs.get("transB", 0) else args[1]
+        y = float(node.attrs.get("alpha", 1.0)) * (a @ b)
+        if len(args) > 2 and args[2] is not None:
+            y = y + float(node.attrs.get("beta", 1.0)) * args[2]
+        return y
+    if op == "Constant":
+        for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+            if key in node.attrs:
+                value = node.attrs[key]
+                if key in ("value_int", "value_ints"):
+                    return np.array(value, np.int64)
+                return np.array(value, np.float32) if key != "value" else np.asarray(value)
+        raise ValueError("Constant node without a supported value attribute")
+    raise ValueError(f"unsupported op {op!r}")
+
+
+SUPPORTED_OPS = frozenset(
+    ("Conv", "Relu", "Add", "Flatten", "Gemm", "Tanh", "Squeeze", "Unsqueeze", "Reshape",
+     "Constant", "Identity", "Cast")
+)
+
+
+def _to_dense(x: np.ndarray, is_nhwc: bool) -> np.ndarray:
+    return x.transpose(0, 3, 1, 2) if is_nhwc else x
+
+
+class _Conv:
+    """Conv as im2col + one matmul on channels-last maps; weights prepared once."""
+
+    def __init__(self, node: _Node, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        attrs = node.attrs
+        if weight.ndim != 4:
+            raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")
+        cout, cin, kh, kw = weight.shape
+        pads = list(attrs.get("pads", [0, 0, 0, 0]))
+        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise ValueError(f"Conv {node.name!r}: auto_pad is not supported")
+        if int(attrs.get("group", 1)) != 1 or any(int(s) != 1 for s in attrs.get("strides", [1, 1])) \
+                or any(int(d) != 1 for d in attrs.get("dilations", [1, 1])) or len(pads) != 4:
+            raise ValueError(f"Conv {node.name!r}: only group 1, stride 1, dilation 1 are supported")
+        self.name = node.name
+        self.kernel = (kh, kw)
+        self.pads = (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3]))  # top, left, bottom, right
+        self.cin, self.cout = cin, cout
+        # [Cout, Cin, kh, kw] -> [(kh, kw, Cin), Cout] to match the gather order below
+        self.weight = np.ascontiguousarray(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cin, cout),
+                                           dtype=np.float32)
+        self.bias = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(cout)
+        self.is_pointwise = (kh, kw) == (1, 1) and not any(self.pads)
+        self._index: dict[tuple[int, int], tuple[np.ndarray, int, int]] = {}
+        self._scratch: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def _gather_index(self, h: int, w: int) -> tuple[np.ndarray, int, int]:
+        """Flat source cell for each (output cell, tap); ``h * w`` names the zero row."""
+        kh, kw = self.kernel
+        top, left, bottom, right = self.pads
+        oh, ow = h + top + bottom - kh + 1, w + left + right - kw + 1
+        if oh < 1 or ow < 1:
+            raise ValueError(f"Conv {self.name!r}: a {h}x{w} input is smaller than its kernel")
+        i = np.arange(oh)[:, None, None, None] + np.arange(kh)[None, None, :, None] - top
+        j = np.arange(ow)[None, :, None, None] + np.arange(kw)[None, None, None, :] - left
+        inside = (i >= 0) & (i < h) & (j >= 0) & (j < w)
+        index = np.where(inside, i * w + j, h * w).reshape(-1).astype(np.intp)
+        return index, oh, ow
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x float32[B, H, W, Cin]`` -> ``float32[B, OH, OW, Cout]``."""
+        b, h, w, c = x.shape
+        if c != self.cin:
+            raise ValueError(f"Conv {self.name!r}: expected {self.cin} channels, got {c}")
+        if self.is_pointwise:
+            y = x.reshape(b * h * w, c) @ self.weight
+            oh, ow = h, w
+        else:
+            found = self._index.get((h, w))
+            if found is None:
+                found = self._index[(h, w)] = self._gather_index(h, w)
+            index, oh, ow = found
+            rows = oh * ow
+            # Two boards per matmul keep the im2col block (~200 KB) and the weights in
+            # L2; one block for a batch of 8 spills and costs ~25% more per position.
+            step = max(1, _IM2COL_ROWS // rows)
+            # Scratch buffers are kept between calls: allocating a fresh 200 KB block
+            # each time costs page faults that show up as much as the matmul.
+            key = (b, h, w)
+            scratch = self._scratch.get(key)
+            if scratch is None:
+                if len(self._scratch) > 8:
+                    self._scratch.clear()
+                scratch = self._scratch[key] = (np.zeros((b, h * w + 1, c), np.float32),
+                                                np.empty((min(step, b), index.size, c), np.float32))
+            padded, cols = scratch
+            padded[:, : h * w] = x.reshape(b, h * w, c)  # the last row stays zero
+            y = np.empty((b * rows, self.cout), np.float32)
+            for first in range(0, b, step):
+                last = min(b, first + step)
+                block = cols[: last - first]
+                np.take(padded[first:last], index, axis=1, out=block, mode="clip")  # "raise" would buffer
+                np.matmul(block.reshape((last - first) * rows, -1), self.weight, out=y[first * rows:last * rows])
+        if self.bias is not None:
+            y += self.bias
+        return y.reshape(b, oh, ow, self.cout)
+
+
+class NumpyOnnxModel:
+    """An ONNX policy-value graph executed with numpy; also an ``mcts.Evaluator``.
+
+    ``NumpyOnnxModel(data)`` parses the model bytes and prepares every weight;
+    it raises ``ValueError`` for bytes that are not a readable ONNX model or for
+    an operator outside ``SUPPORTED_OPS``.  ``run(x)`` maps the graph's single
+    input to a dict of named outputs; ``evaluate(obs uint8[M,2,6,7])`` returns
+    ``(logits float32[M,7], value float32[M])`` from the side to move.  Not
+    thread-safe: convolutions reuse scratch buffers between calls.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"model must be bytes, got {type(data).__name__}")
+        buf = bytes(data)
+        try:
+            graph = _parse_model(buf)
+        except ValueError as exc:
+            raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {exc}") from None
+        except (IndexError, UnicodeDecodeError, OverflowError, TypeError) as exc:
+            raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {type(exc).__name__}: {exc}") from None
+        self.metadata = dict(graph.metadata)
+        self.has_float16_weights = graph.num_float16 > 0
+        self.opset = graph.opsets.get("", graph.opsets.get("ai.onnx", 0))
+        unsupported = sorted({n.op_type for n in graph.nodes if n.op_type not in SUPPORTED_OPS
+                              or n.domain not in ("", "ai.onnx")})
+        if unsupported:
+            raise ValueError(f"unsupported ONNX op(s) {', '.join(unsupported)}; NumpyOnnxModel runs only "
+                             f"{', '.join(sorted(SUPPORTED_OPS))}")
+        inputs = [vi for vi in graph.inputs if vi[0] not in graph.initializers]
+        if len(inputs) != 1:
+            raise ValueError(f"expected one graph input, found {[vi[0] for vi in inputs]}")
+        self.input_name = inputs[0][0]
+        self.input_shape = tuple(inputs[0][2])
+        self.output_names = [vi[0] for vi in graph.outputs]
+        self.ops = frozenset(n.op_type for n in graph.nodes)
+        self.conv_shapes: list[tuple[int, ...]] = []
+        self.gemm_shapes: list[tuple[int, ...]] = []
+        try:
+            self._compile(graph)
+        except (IndexError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed ONNX graph: {type(exc).__name__}: {exc}") from None
+
+    # -- load time ----------------------------------------------------------------
+
+    def _compile(self, graph: _Graph) -> None:
+        """Fold constants and turn the remaining nodes into a list of steps."""
+        consts: dict[str, np.ndarray] = dict(graph.initializers)
+        nhwc: dict[str, bool] = {self.input_name: False}
+        uses: dict[str, int] = {}
+        for node in graph.nodes:
+            for name in node.inputs:
+                uses[name] = uses.get(name, 0) + 1
+        for name in self.output_names:
+            uses[name] = uses.get(name, 0) + 2  # never overwrite a graph output in place
+        steps = []
+        fresh: set[str] = set()  # outputs that are newly allocated arrays, never views
+        for node in graph.nodes:
+            if not node.outputs:
+                raise ValueError(f"node {node.name!r} ({node.op_type}) has no output")
+            known = [n in consts or n in nhwc or n == "" for n in node.inputs]
+            if not all(known):
+                missing = [n for n, k in zip(node.inputs, known, strict=True) if not k]
+                raise ValueError(f"node {node.name!r} ({node.op_type}) reads undefined value(s) {missing}")
+            out = node.outputs[0]
+            if node.op_type == "Conv":
+                if len(node.inputs) < 2 or node.inputs[1] not in consts:
+                    raise ValueError(f"Conv {node.name!r}: weights must be constant")
+                bias = consts[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
+                conv = _Conv(node, consts[node.inputs[1]], bias)
+                self.conv_shapes.append(tuple(consts[node.inputs[1]].shape))
+                steps.append((self._conv_step, (conv, node.inputs[0], nhwc.get(node.inputs[0], False)), out))
+                nhwc[out] = True
+                fresh.add(out)
+                continue
+            if all(n in consts or n == "" for n in node.inputs):  # fold at load time
+                consts[out] = _dense_op(node, [consts.get(n) for n in node.inputs], self.opset)
+                continue
+            if node.op_type == "Gemm" and len(node.inputs) > 1 and node.inputs[1] in consts:
+                weight = consts[node.inputs[1]]
+                if weight.ndim != 2 or node.attrs.get("transA", 0):
+                    raise ValueError(f"Gemm {node.name!r}: expected 2-d weights and transA = 0")
+                weight = weight.T if node.attrs.get("transB", 0) else weight
+                alpha = np.float32(node.attrs.get("alpha", 1.0))
+                weight = np.ascontiguousarray(weight * alpha, np.float32)
+                bias = None
+                if len(node.inputs) > 2 and node.inputs[2]:
+                    if node.inputs[2] not in consts:
+                        raise ValueError(f"Gemm {node.name!r}: bias must be constant")
+                    bias = (consts[node.inputs[2]] * np.float32(node.attrs.get("beta", 1.0))).astype(np.float32)
+                self.gemm_shapes.append(tuple(weight.shape))
+                steps.append((self._gemm_step, (weight, bias, node.inputs[0], nhwc[node.inputs[0]]), out))
+                nhwc[out] = False
+                fresh.add(out)
+                continue
+            inputs = node.inputs
+            layouts = [nhwc.get(n, False) for n in inputs]
+            if node.op_type in ("Relu", "Tanh", "Identity") or (
+                    node.op_type == "Add" and len(inputs) == 2 and layouts[0] == layouts[1]
+                    and inputs[1] not in consts):
+                # Elementwise on equal-layout operands needs no layout change.  It may
+                # overwrite its first operand when that is a fresh array (not a view,
+                # not the caller's input) that nobody else reads.
+                in_place = inputs[0] in fresh and uses.get(inputs[0], 0) == 1
+                steps.append((self._elementwise_step, (node.op_type, inputs, in_place), out))
+                nhwc[out] = layouts[0]
+                if node.op_type != "Identity":
+                    fresh.add(out)
+                continue
+            args = (node, inputs, layouts)
+            steps.append((self._generic_step, args, out))
+            nhwc[out] = False
+        for name in self.output_names:
+            if name not in nhwc and name not in consts:
+                raise ValueError(f"graph output {name!r} is never computed")
+        self._consts = consts
+        self._steps = steps
+        self._output_nhwc = [nhwc.get(n, False) for n in self.output_names]
+
+    # -- steps: each takes (env, args) and returns the output value ---------------
+
+    @staticmethod
+    def _conv_step(env: dict, args: tuple) -> np.ndarray:
+        conv, name, is_nhwc = args
+        x = env[name]
+        if not is_nhwc:
+            if x.ndim != 4:
+                raise ValueError(f"Conv {conv.name!r}: expected a 4-d input, got shape {x.shape}")
+            x = x.transpose(0, 2, 3, 1)
+        return conv(x)
+
+    @staticmethod
+    def _gemm_step(env: dict, args: tuple) -> np.ndarray:
+        weight, bias, name, is_nhwc = args
+        y = _to_dense(env[name], is_nhwc) @ weight
+        if bias is not None:
+            y += bias
+        return y
+
+    @staticmethod
+    def _elementwise_step(env: dict, args: tuple) -> np.ndarray:
+        op, inputs, in_place = args
+        x = env[inputs[0]]
+        if op == "Identity":
+            return x
+        out = x if in_place else None
+        if op == "Relu":
+            return np.maximum(x, np.float32(0), out=out)
+        if op == "Tanh":
+            return np.tanh(x, out=out)
+        y = env[inputs[1]]
+        return np.add(x, y, out=out if out is not None and x.shape == y.shape else None)
+
+    def _generic_step(self, env: dict, args: tuple) -> np.ndarray:
+        node, inputs, layouts = args
+        values = [None if n == "" else _to_dense(env[n], is_nhwc) for n, is_nhwc in zip(inputs, layouts, strict=True)]
+        return _dense_op(node, values, self.opset)
+
+    # -- run time -----------------------------------------------------------------
+
+    def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Feed ``x`` (cast to float32) to the graph input; returns every graph output by name."""
+        env = dict(self._consts)
+        env[self.input_name] = np.asarray(x, np.float32)
+        for fn, args, out in self._steps:
+            env[out] = fn(env, args)
+        return {name: np.asarray(_to_dense(env[name], is_nhwc))
+                for name, is_nhwc in zip(self.output_names, self._output_nhwc, strict=True)}
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
+        outputs = self.run(obs)
+        logits = outputs.get("logits", outputs[self.output_names[0]])
+        value = outputs.get("value", outputs[self.output_names[-1]])
+        return (np.ascontiguousarray(logits, np.float32),
+                np.ascontiguousarray(value, np.float32).reshape(-1))
+
+    def net_shape(self) -> dict[str, object]:
+        """``num_blocks``/``num_filters``/``value_hidden``/``label`` recovered from the graph, or {}.
+
+        Our net has a stem conv, two 3x3 convs per residual block, 1x1 policy and
+        value convs, and Gemms ``[84->7]``, ``[42->hidden]``, ``[hidden->1]``.
+        """
+        square = [s for s in self.conv_shapes if s[2:] == (3, 3)]
+        value_out = [s for s in self.gemm_shapes if s[1] == 1]
+        if not square or len(square) % 2 != 1 or not value_out:
+            return {}
+        blocks, filters, hidden = (len(square) - 1) // 2, int(square[0][0]), int(value_out[0][0])
+        return {"num_blocks": blocks, "num_filters": filters, "value_hidden": hidden,
+                "label": f"{blocks}x{filters}"}

@@ -1,0 +1,278 @@
+"""ONNX export of the policy-value net, the parity check that guards it, and an onnxruntime evaluator.
+
+``export_onnx`` writes the graph the Kaggle agent embeds: input ``obs``
+``float32[B, 2, 6, 7]`` (``game.encode`` planes, side to move first) with a
+dynamic batch axis, outputs ``logits float32[B, 7]`` and ``value float32[B]``
+(side to move).  The legacy TorchScript exporter is used on purpose: in eval
+mode it folds every BatchNorm into the preceding Conv, so the graph holds only
+the operators ``agent.onnx_numpy`` implements.
+
+With ``float16=True`` every float initializer is stored as float16 and read
+through a ``Cast`` node, which halves the file; onnxruntime folds the casts
+when it loads the model and the numpy runtime widens the weights at load time,
+so one file serves both backends.
+
+Every export is checked before it is written: on random legal positions the
+torch net, onnxruntime and the numpy runtime must agree (``FP32_TOLERANCE``; for
+a float16 file, onnxruntime against torch within ``FP16_TOLERANCE`` times the
+largest output).  A file
+that fails is never written; the previous one, if any, stays in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnx import numpy_helper
+
+from connectx_az import game
+from connectx_az.agent import onnx_numpy
+from connectx_az.network import PolicyValueNet
+
+INPUT_NAME = "obs"
+OUTPUT_NAMES = ("logits", "value")
+OPSET = 17
+#: max |difference| of logits and value allowed between torch, onnxruntime and numpy (float32 file)
+FP32_TOLERANCE = 1e-4
+#: for a float16 file (weights rounded to 11 bits): max |difference| from torch, relative to the
+#: largest |output| (at least 1)
+FP16_TOLERANCE = 5e-3
+#: metadata key holding the network config as JSON
+NET_CONFIG_KEY = "connectx_az.net_config"
+
+
+class ExportError(RuntimeError):
+    """The exported graph does not reproduce the torch network (nothing was written)."""
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What ``export_onnx`` wrote.
+
+    ``max_abs_diff``: largest |difference| of logits or value between torch and
+    onnxruntime running the written file; ``numpy_max_abs_diff``: between
+    onnxruntime and ``agent.onnx_numpy`` on the same file.  Both are ``None``
+    when the check was skipped.
+    """
+
+    path: Path
+    num_bytes: int
+    sha256: str
+    max_abs_diff: float | None
+    numpy_max_abs_diff: float | None
+    num_positions: int
+    float16: bool
+    net_label: str
+
+
+def random_positions(num_positions: int, rng: np.random.Generator) -> np.ndarray:
+    """``uint8[num_positions, 2, 6, 7]``: encoded positions reached by random legal moves.
+
+    Plies are spread over the whole game (0 to 40); no position is finished.
+    """
+    out = np.zeros((num_positions, 2, game.ROWS, game.COLS), np.uint8)
+    filled = 0
+    while filled < num_positions:
+        target = int(rng.integers(0, game.NUM_CELLS - 1))
+        position, mask = game.initial()
+        for _ in range(target):
+            cols = game.legal_cols(mask)
+            nxt = game.play(position, mask, int(rng.choice(cols)))
+            if game.outcome(*nxt) is not None:
+                break
+            position, mask = nxt
+        out[filled] = game.encode(position, mask)
+        filled += 1
+    return out
+
+
+def _torch_outputs(net: PolicyValueNet, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with torch.inference_mode():
+        logits, value = net(torch.from_numpy(obs.astype(np.float32)))
+    return logits.numpy(), value.numpy()
+
+
+def _max_diff(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    return float(max(np.abs(a[0] - b[0]).max(), np.abs(np.reshape(a[1], -1) - np.reshape(b[1], -1)).max()))
+
+
+def _to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Store float initializers as float16, each read through a ``Cast`` to float32."""
+    graph = model.graph
+    casts = []
+    kept = []
+    for init in graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT:
+            kept.append(init)
+            continue
+        array = numpy_helper.to_array(init)
+        if np.abs(array).max(initial=0.0) > 65504:
+            raise ExportError(f"initializer {init.name!r} holds values beyond float16's range")
+        half = numpy_helper.from_array(array.astype(np.float16), name=f"{init.name}__fp16")
+        kept.append(half)
+        casts.append(onnx.helper.make_node("Cast", [half.name], [init.name], name=f"{init.name}__cast",
+                                           to=onnx.TensorProto.FLOAT))
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
+    buffer = io.BytesIO()
+    dummy = torch.zeros(1, 2, game.ROWS, game.COLS)
+    with warnings.catch_warnings():
+        # the legacy exporter warns that it is deprecated; it is the one that folds BatchNorm
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            net, (dummy,), buffer, dynamo=False, opset_version=OPSET,
+            input_names=[INPUT_NAME], output_names=list(OUTPUT_NAMES),
+            dynamic_axes={name: {0: "batch"} for name in (INPUT_NAME, *OUTPUT_NAMES)},
+            training=torch.onnx.TrainingMode.EVAL, do_constant_folding=True,
+        )
+    model = onnx.load_from_string(buffer.getvalue())
+    model.producer_name = "connectx_az"
+    onnx.helper.set_model_props(model, {NET_CONFIG_KEY: json.dumps(dataclasses.asdict(net.config))})
+    if float16:
+        model = _to_float16(model)
+    return model.SerializeToString()
+
+
+def _write_atomic(data: bytes, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _readable_mode())  # mkstemp makes 0600; give the usual 0644 (less the umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export_onnx(
+    net: PolicyValueNet,
+    path: str | Path,
+    *,
+    float16: bool = False,
+    check: bool = True,
+    num_positions: int = 64,
+    seed: int = 0,
+) -> ExportReport:
+    """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.
+
+    Raises ``ExportError`` (and writes nothing) when the parity check fails.
+    """
+    path = Path(path)
+    net = copy.deepcopy(net).cpu().eval()
+    data = _export_bytes(net, float16)
+    diff = numpy_diff = None
+    if check:
+        obs = random_positions(num_positions, np.random.default_rng(seed))
+        reference = _torch_outputs(net, obs)
+        onnxrt = OnnxRuntimeEvaluator(data).evaluate(obs)
+        diff = _max_diff(reference, onnxrt)
+        scale = max(1.0, float(np.abs(reference[0]).max()), float(np.abs(reference[1]).max()))
+        tolerance = FP16_TOLERANCE * scale if float16 else FP32_TOLERANCE
+        if not diff <= tolerance:
+            raise ExportError(f"onnxruntime differs from torch by {diff:.3g} (> {tolerance:g}) on "
+                              f"{num_positions} positions; {path} was not written")
+        numpy_diff = _max_diff(onnxrt, onnx_numpy.NumpyOnnxModel(data).evaluate(obs))
+        if not numpy_diff <= FP32_TOLERANCE:
+            raise ExportError(f"the numpy runtime differs from onnxruntime by {numpy_diff:.3g} "
+                              f"(> {FP32_TOLERANCE:g}); {path} was not written")
+    _write_atomic(data, path)
+    return ExportReport(
+        path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
+        numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
+        net_label=net.config.label,
+    )
+
+
+def _read_model(source: str | Path | bytes) -> tuple[bytes, str]:
+    """Model bytes and a name for messages; a missing file raises ``FileNotFoundError``."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), f"<{len(source)} bytes>"
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"ONNX model {path} does not exist")
+    return path.read_bytes(), str(path)
+
+
+class OnnxRuntimeEvaluator:
+    """``mcts.Evaluator`` over an onnxruntime CPU session with one thread.
+
+    ``source`` is a file path or the model bytes.  Raises ``ValueError`` when
+    onnxruntime cannot load them.
+    """
+
+    def __init__(self, source: str | Path | bytes) -> None:
+        data, name = _read_model(source)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for bad models
+            raise ValueError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
+        self.input_name = self.session.get_inputs()[0].name
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
+        logits, value = self.session.run(self.output_names[:2], {self.input_name: np.asarray(obs, np.float32)})
+        return logits, value.reshape(-1)
+
+
+def model_info(path: str | Path) -> dict[str, object]:
+    """Facts about an exported model: size, sha256, float16 or not, net shape, operators.
+
+    The net shape comes from the stored net config when present, else from the
+    graph.  Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
+    """
+    data, _ = _read_model(path)
+    model = onnx_numpy.NumpyOnnxModel(data)
+    net = model.net_shape()
+    stored = model.metadata.get(NET_CONFIG_KEY)
+    if stored:
+        try:
+            config = json.loads(stored)
+            net = {**config, "label": f"{config['num_blocks']}x{config['num_filters']}"}
+        except (ValueError, KeyError, TypeError):
+            pass
+    return {
+        "path": str(path),
+        "num_bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "float16": model.has_float16_weights,
+        "net": net,
+        "opset": model.opset,
+        "ops": sorted(model.ops),
+    }
+
+
+def _readable_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o644 & ~umask

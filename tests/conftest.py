@@ -1,0 +1,58 @@
+"""Shared fixtures: a small policy-value net with non-trivial BatchNorm, exported once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16}
+
+
+def make_small_net(seed: int = 0):
+    """A 1x16 net whose BatchNorm layers hold made-up statistics, so that folding them matters."""
+    import torch
+
+    from connectx_az.network import NetConfig, PolicyValueNet
+
+    generator = torch.Generator().manual_seed(seed)
+    net = PolicyValueNet(NetConfig(**SMALL_NET))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.copy_(torch.randn(module.num_features, generator=generator) * 0.2)
+                module.running_var.copy_(torch.rand(module.num_features, generator=generator) + 0.5)
+    return net.eval()
+
+
+@pytest.fixture(scope="session")
+def make_net():
+    """``make_net(seed)`` -> a fresh small net (for tests that change or train it)."""
+    return make_small_net
+
+
+@pytest.fixture(scope="session")
+def small_net():
+    return make_small_net()
+
+
+@pytest.fixture(scope="session")
+def small_onnx(small_net, tmp_path_factory) -> Path:
+    """Path of the small net exported as float32 ONNX (parity-checked by the export)."""
+    from connectx_az.export import export_onnx
+
+    path = tmp_path_factory.mktemp("onnx") / "small.onnx"
+    export_onnx(small_net, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_onnx16(small_net, tmp_path_factory) -> Path:
+    """Path of the small net exported with float16 weights."""
+    from connectx_az.export import export_onnx
+
+    path = tmp_path_factory.mktemp("onnx16") / "small16.onnx"
+    export_onnx(small_net, path, float16=True)
+    return path

@@ -1,0 +1,259 @@
+"""The agent template in-process: legal plain-int moves, tactics, clock, and any input at all."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from connectx_az import game
+from connectx_az.agent import template
+
+FAST = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 0.3}  # budget: 0.05 s a move
+
+
+@pytest.fixture
+def with_model(small_onnx, monkeypatch):
+    """The template with the small model embedded, numpy backend first; restored afterwards."""
+    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, backends=("numpy", "onnxruntime")))
+    template.set_model(small_onnx.read_bytes())
+    yield template
+    template.set_model(None)
+
+
+def _obs(text: str, mark: int = 1, **extra) -> dict:
+    """Kaggle observation for an ASCII board (``x`` = player ``mark``, who is to move)."""
+    position, mask = game.from_ascii(text)
+    return {"board": game.to_kaggle(position, mask, mark), "mark": mark, "remainingOverageTime": 0, **extra}
+
+
+def _legal_cols(board, columns: int) -> list[int]:
+    return [c for c in range(columns) if c < len(board) and board[c] == 0]
+
+
+def test_plays_a_game_with_legal_plain_ints(with_model):
+    position, mask = game.initial()
+    mark = 1
+    for _ in range(12):
+        obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "remainingOverageTime": 6.0}
+        move = template.agent(obs, FAST)
+        assert type(move) is int and game.is_legal(mask, move)
+        assert template.STATE.backend == "numpy"
+        position, mask = game.play(position, mask, move)
+        if game.outcome(position, mask) is not None:
+            break
+        mark = 3 - mark
+
+
+def test_takes_an_immediate_win(with_model):
+    obs = _obs("""
+        .......
+        .......
+        .......
+        o......
+        o......
+        oxxx...
+    """)
+    assert template.agent(obs, FAST) == 4
+
+
+def test_blocks_an_immediate_loss(with_model):
+    obs = _obs("""
+        .......
+        .......
+        ......x
+        ...o..x
+        ...o..o
+        .x.o..x
+    """, mark=2)
+    assert template.agent(obs, FAST) == 3
+
+
+def test_search_runs_and_reuses_its_tree(with_model):
+    position, mask = game.from_moves("4453")
+    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
+    first = template.agent(obs, {**FAST, "actTimeout": 1.0})  # the first move also loads the model
+    info = template.STATE.info
+    assert info["source"] == "search" and info["simulations"] > 0 and not info["reused_tree"]
+    position, mask = game.play(position, mask, first)
+    reply = next(c for c in (3, 2, 4, 1, 5, 0, 6) if game.is_legal(mask, c)
+                 and not game.winning_cols(*game.play(position, mask, c)))
+    position, mask = game.play(position, mask, reply)
+    template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}, FAST)
+    assert template.STATE.info["source"] == "search" and template.STATE.info["reused_tree"]
+
+
+def test_no_time_left_plays_the_prior(with_model, small_onnx, monkeypatch):
+    monkeypatch.setattr(template, "PRELOAD_SECONDS", 100.0)  # the file took all of the first move
+    position, mask = game.from_moves("44")
+    move = template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1}, FAST)
+    assert template.STATE.info["simulations"] == 0
+    logits, _ = template.STATE.evaluator.evaluate(game.encode(np.array([position], np.uint64),
+                                                              np.array([mask], np.uint64)))
+    assert move == int(np.argmax(logits[0]))
+
+
+def test_solver_plays_the_endgame(with_model):
+    # Random play (that avoids handing over immediate wins) down to 10 empty cells.
+    rng = np.random.default_rng(3)
+    while True:
+        position, mask = game.initial()
+        for _ in range(32):
+            safe = [c for c in game.legal_cols(mask)
+                    if not game.winning_cols(position, mask) and not game.winning_cols(*game.play(position, mask, c))]
+            if not safe:
+                break
+            position, mask = game.play(position, mask, int(rng.choice(safe)))
+        if game.num_stones(mask) == 32 and len(game.legal_cols(mask)) > 1:
+            break
+    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
+    move = template.agent(obs, {**FAST, "actTimeout": 2.0})
+    assert game.is_legal(mask, move)
+    if template.solver is not None:
+        assert template.STATE.info["source"] == "solver"
+
+
+def test_corrupt_model_still_plays(small_onnx, monkeypatch):
+    data = bytearray(small_onnx.read_bytes())
+    data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)
+    template.set_model(bytes(data))
+    try:
+        move = template.agent(_obs(".......\n" * 6), FAST)
+        assert type(move) is int and 0 <= move < 7
+        assert template.STATE.backend == "uniform" and template.STATE.load_error
+        # a checksum that does not match is refused the same way
+        template.set_model(small_onnx.read_bytes())
+        monkeypatch.setattr(template, "MODEL_SHA256", "0" * 64)
+        move = template.agent(_obs(".......\n" * 6), FAST)
+        assert type(move) is int and template.STATE.backend == "uniform"
+        assert "sha256" in template.STATE.load_error
+    finally:
+        template.set_model(None)
+
+
+def test_any_exception_falls_back_to_a_legal_move(with_model, monkeypatch):
+    def broken(observation, configuration):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(template, "choose_move", broken)
+    obs = _obs("""
+        xoxoxo.
+        oxoxox.
+        xoxoxo.
+        xoxoxo.
+        oxoxox.
+        xoxoxoo
+    """)
+    assert template.agent(obs, FAST) == 6
+    assert "boom" in template.STATE.last_error
+
+
+def test_move_budget_never_drains_the_bank():
+    bank, act = 60.0, 2.0
+    for ply in range(0, 42, 2):
+        budget = template.move_budget(act, bank, 42 - ply)
+        assert budget >= template.CONFIG.safe_share * act - template.CONFIG.safety_seconds
+        bank -= max(0.0, budget - act)
+        assert bank >= template.CONFIG.overage_reserve - 1e-9
+    assert template.move_budget(2.0, 0.0, 20) < 2.0
+    assert template.move_budget(0.01, 0.0, 20) == pytest.approx(0.05)
+
+
+_EMPTY = [0] * 42
+_FULL_BUT_ONE = [1 if i % 2 else 2 for i in range(42)]
+_FULL_BUT_ONE[5] = 0
+
+
+def _malformed_cases() -> list[tuple[object, object]]:
+    good_cfg = dict(FAST)
+    cases: list[tuple[object, object]] = [
+        (None, None),
+        ({}, {}),
+        ({"board": _EMPTY}, None),
+        ({"board": _EMPTY, "mark": 1}, {"actTimeout": "fast"}),
+        ({"board": tuple(_EMPTY), "mark": 1.0}, {**good_cfg, "rows": 6.0, "columns": 7.0}),
+        ({"board": np.array(_EMPTY), "mark": np.int64(1)}, good_cfg),
+        ({"board": [0.0] * 42, "mark": 1, "remainingOverageTime": "lots"}, good_cfg),
+        ({"board": _EMPTY, "mark": 3}, good_cfg),
+        ({"board": _EMPTY, "mark": 2}, good_cfg),  # mark does not match the stones
+        ({"board": _EMPTY[:41], "mark": 1}, good_cfg),
+        ({"board": _EMPTY + [0], "mark": 1}, good_cfg),
+        ({"board": [0] * 41 + [7], "mark": 1}, good_cfg),
+        ({"board": ["a"] * 42, "mark": 1}, good_cfg),
+        ({"board": [None] * 7 + [0] * 35, "mark": 1}, good_cfg),
+        ({"board": [1] + [0] * 41, "mark": 2}, good_cfg),  # floating stone
+        ({"board": [0] * 35 + [1, 1, 1, 0, 0, 0, 0], "mark": 2}, good_cfg),  # impossible counts
+        ({"board": [0] * 35 + [1, 1, 1, 1, 2, 2, 2], "mark": 2}, good_cfg),  # game already won
+        ({"board": _FULL_BUT_ONE, "mark": 1}, good_cfg),
+        ({"board": [0] * 30, "mark": 1}, {"rows": 5, "columns": 6, "inarow": 4}),
+        ({"board": [0] * 64, "mark": 1}, {"rows": 8, "columns": 8, "inarow": 5, "actTimeout": 1}),
+        ({"board": _EMPTY, "mark": 1}, {"rows": 6, "columns": 7, "inarow": 3}),
+        ({"board": _EMPTY, "mark": 1}, {**good_cfg, "actTimeout": math.nan}),
+        ({"board": _EMPTY, "mark": 1, "remainingOverageTime": -5}, {**good_cfg, "actTimeout": -1}),
+        ({"board": _EMPTY, "mark": 1, "remainingOverageTime": math.inf}, {**good_cfg, "actTimeout": math.inf}),
+        ({"board": _EMPTY, "mark": True}, {**good_cfg, "columns": "7"}),
+        (SimpleNamespace(board=_EMPTY, mark=1, remainingOverageTime=1), SimpleNamespace(**good_cfg)),
+        ("not an observation", 42),
+        ({"board": "0" * 42, "mark": 1}, good_cfg),
+        ({"board": {"a": 1}, "mark": 1}, good_cfg),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("observation, configuration", _malformed_cases())
+def test_malformed_input_gives_a_legal_int(with_model, monkeypatch, observation, configuration):
+    # what a missing or bad actTimeout becomes
+    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, default_act_timeout=0.3))
+    move = template.agent(observation, configuration)
+    assert type(move) is int
+    board = observation.get("board") if isinstance(observation, dict) else getattr(observation, "board", None)
+    columns = configuration.get("columns", 7) if isinstance(configuration, dict) else 7
+    if isinstance(board, (list, tuple, np.ndarray)) and isinstance(columns, int) and len(board) % columns == 0:
+        legal = _legal_cols(list(board), columns)
+        if legal:
+            assert move in legal
+
+
+def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
+    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, default_act_timeout=0.3))
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        rows, columns = int(rng.integers(1, 9)), int(rng.integers(1, 10))
+        if rng.random() < 0.5:
+            rows, columns = 6, 7
+        board = rng.choice([0, 0, 0, 1, 2], size=rows * columns).tolist()
+        config = {"rows": rows, "columns": columns, "inarow": int(rng.integers(2, 6)), "actTimeout": 0.3}
+        move = template.agent({"board": board, "mark": int(rng.integers(0, 4))}, config)
+        assert type(move) is int
+        legal = _legal_cols(board, columns)
+        if legal:
+            assert move in legal
+
+
+@pytest.mark.parametrize(
+    "rows, columns, inarow, board_rows, mark, expected",
+    [
+        # 5x5, three in a row: player 1 wins in column 3
+        (5, 5, 3, [".....", ".....", ".....", ".....", "11.2."], 1, 2),
+        # player 2 must block player 1's vertical three in column 0 (inarow 4, 7x8)
+        (7, 8, 4, ["........"] * 4 + ["1.......", "1.......", "1..22..."], 2, 0),
+        # nothing urgent: the most central column
+        (6, 9, 4, ["........."] * 6, 1, 4),
+    ],
+)
+def test_simple_move_on_other_sizes(rows, columns, inarow, board_rows, mark, expected):
+    board = [0 if ch == "." else int(ch) for row in board_rows for ch in row]
+    assert len(board) == rows * columns
+    assert template.simple_move(board, columns, inarow, mark) == expected
+    move = template.agent({"board": board, "mark": mark}, {"rows": rows, "columns": columns, "inarow": inarow})
+    assert move == expected and template.STATE.info["source"].startswith("simple")
+
+
+def test_simple_move_avoids_handing_over_a_win():
+    # Column 3 is the most central, but its stone would let player 2 complete row 4 on top of it.
+    board_rows = [".......", ".......", ".......", ".......", "222....", "112.11."]
+    board = [0 if ch == "." else int(ch) for row in board_rows for ch in row]
+    assert template.simple_move(board, 7, 4, 1) == 2

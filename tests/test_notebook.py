@@ -1,0 +1,116 @@
+"""``notebooks/train.ipynb`` runs headless on CPU (smoke preset) and builds a working submission.
+
+Part of the default ``make test`` (not marked slow): the smoke preset, two tiny
+generations, one validation game per opponent and seat on a short move clock.
+
+The notebook is executed by nbclient in a kernel started with this very
+interpreter (a kernel spec written to ``tmp_path``), with ``connectx_az``
+importable through ``PYTHONPATH``.  Parameters are injected after the cell
+tagged ``parameters``, as papermill does, so every file the notebook writes
+lands in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+pytest.importorskip("kaggle_environments")
+
+from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402  (after the skips)
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "train.ipynb"
+GENERATIONS = 2
+ACT_TIMEOUT = 0.2  # seconds a move in validation, instead of Kaggle's 2 s
+
+
+def _kernel_manager(tmp_path: Path) -> KernelManager:
+    """A ``python3`` kernel running ``sys.executable``, whatever kernel specs are installed."""
+    spec_dir = tmp_path / "kernels" / "python3"
+    spec_dir.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python 3 (test)", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    specs = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)], ensure_native_kernel=False)
+    return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+
+
+def _with_parameters(nb: Any, parameters: dict[str, Any]) -> Any:
+    """Insert a cell assigning ``parameters`` right after the ``parameters`` cell."""
+    index = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
+    source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(index + 1, cell)
+    return nb
+
+
+def _outputs(nb: Any) -> tuple[str, set[str]]:
+    """All text the cells printed or displayed, and the MIME types of their rich outputs."""
+    texts, mimes = [], set()
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                texts.append(out["text"])
+            for mime, value in out.get("data", {}).items():
+                mimes.add(mime)
+                if mime in ("text/plain", "text/markdown"):
+                    texts.append(value)
+    return "\n".join(texts), mimes
+
+
+def test_notebook_trains_exports_builds_and_validates_on_cpu(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    run_dir, out_dir = work / "run", work / "out"
+    nb = _with_parameters(nbformat.read(NOTEBOOK, as_version=4), {
+        "PRESET": "smoke",
+        "RUN_DIR": str(run_dir),
+        "OUT_DIR": str(out_dir),
+        "GENERATIONS": GENERATIONS,
+        "VALIDATE_GAMES": 1,
+        "ACT_TIMEOUT": ACT_TIMEOUT,
+        "OVERRIDES": ["selfplay.num_games=4", "selfplay.num_parallel_games=4", "eval_positions=4"],
+    })
+    # the kernel inherits this environment: the package from this checkout, no GPU, no stray threads
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+    client = nbclient.NotebookClient(nb, km=_kernel_manager(tmp_path), timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(work)}})
+    client.execute()
+
+    text, mimes = _outputs(nb)
+    assert str(REPO / "connectx_az") in text  # the checkout, not some installed copy
+    assert "image/png" in mimes  # the training plots were displayed
+    train_cell = next(c for c in nb.cells if "train.run(" in c.source)
+    pngs = [o for o in train_cell.outputs if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1  # redrawn in place after each generation, not stacked
+    assert f"generation {GENERATIONS}/{GENERATIONS} done" in text
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == list(range(GENERATIONS))
+    assert (out_dir / "model.onnx").is_file() and (out_dir / "model.json").is_file()
+    assert "| negamax | 2 |" in text and "| random | 1 |" in text
+    assert sorted(p.name for p in (out_dir / "replays").iterdir()) == [
+        "negamax_seat1.html", "negamax_seat2.html", "random_seat1.html", "random_seat2.html"]
+    assert f"kaggle competitions submit -c connectx -f {out_dir / 'submission.py'} -m " in text
+    assert sorted(p.name for p in work.iterdir()) == ["out", "run"]  # nothing written elsewhere
+
+    # Kaggle executes the file in an empty namespace and calls the last callable it defines
+    namespace: dict[str, Any] = {}
+    exec(compile((out_dir / "submission.py").read_text(), "submission.py", "exec"), namespace)
+    agent = [value for value in namespace.values() if callable(value)][-1]
+    move = agent({"board": [0] * 42, "mark": 1, "remainingOverageTime": 0},
+                 {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 1.0})
+    assert type(move) is int and 0 <= move < 7
