@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectx_az import files
 from connectx_az.mcts import SearchConfig
 from connectx_az.network import NetConfig
 
@@ -209,20 +208,8 @@ def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
 
 
 def save_json(data: dict[str, Any], path: str | Path) -> None:
-    """Write JSON atomically (temp file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON atomically."""
+    files.atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 def save_config(config: RunConfig, run_dir: str | Path) -> Path:

@@ -26,8 +26,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +36,7 @@ import onnxruntime as ort
 import torch
 from onnx import numpy_helper
 
-from connectx_az import game
+from connectx_az import files, game
 from connectx_az.agent import onnx_numpy
 from connectx_az.network import PolicyValueNet
 
@@ -154,21 +152,6 @@ def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
     return model.SerializeToString()
 
 
-def _write_atomic(data: bytes, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _readable_mode())  # mkstemp makes 0600; give the usual 0644 (less the umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def export_onnx(
     net: PolicyValueNet,
     path: str | Path,
@@ -200,7 +183,7 @@ def export_onnx(
         if not numpy_diff <= FP32_TOLERANCE:
             raise ExportError(f"the numpy runtime differs from onnxruntime by {numpy_diff:.3g} "
                               f"(> {FP32_TOLERANCE:g}); {path} was not written")
-    _write_atomic(data, path)
+    files.atomic_write_bytes(path, data)
     return ExportReport(
         path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
         numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
@@ -272,7 +255,3 @@ def model_info(path: str | Path) -> dict[str, object]:
     }
 
 
-def _readable_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o644 & ~umask

@@ -210,8 +210,8 @@ def from_kaggle(board: Sequence[int], mark: int) -> tuple[int, int]:
 
     ``board`` is 42 cells, row 0 at the top, 0 empty and 1/2 the players' marks.
     Raises ``ValueError`` (with the reason) for a board of the wrong size,
-    unknown cell values, floating stones, impossible stone counts, or a ``mark``
-    that is not the side to move.
+    unknown cell values, floating stones, impossible stone counts, a ``mark``
+    that is not the side to move, or a side to move that has already won.
     """
     cells = list(board)
     if len(cells) != NUM_CELLS:
@@ -239,6 +239,8 @@ def from_kaggle(board: Sequence[int], mark: int) -> tuple[int, int]:
     to_move = 1 if counts[1] == counts[2] else 2
     if mark != to_move:
         raise ValueError(f"mark {mark} is not the side to move (player {to_move} is)")
+    if is_win(own):
+        raise ValueError(f"player {mark} already has four in a row but is to move: impossible board")
     return own, own | opp
 
 

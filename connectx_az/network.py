@@ -17,8 +17,6 @@ can be wrong into a ``CheckpointError`` that says what to do.
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from connectx_az import game
+from connectx_az import files, game
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,28 +106,10 @@ class TorchEvaluator:
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
 
-def atomic_torch_save(obj: Any, path: str | Path) -> None:
-    """Write ``obj`` with ``torch.save`` to a temp file, fsync, then rename over ``path``.
-
-    A run killed at any instant leaves either the old file or the new one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_checkpoint(path: str | Path, net: PolicyValueNet, **extra: Any) -> None:
     """Atomically save the net's weights and config, plus any ``extra`` entries."""
-    atomic_torch_save({"net_config": dataclasses.asdict(net.config), "model": net.state_dict(), **extra}, path)
+    data = {"net_config": dataclasses.asdict(net.config), "model": net.state_dict(), **extra}
+    files.atomic_write(path, lambda f: torch.save(data, f))
 
 
 def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:

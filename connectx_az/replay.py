@@ -12,14 +12,13 @@ their policy and value targets, so the opening does not drown the rest.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from connectx_az import files
 from connectx_az.selfplay import GameRecord
 
 _SHARD = re.compile(r"gen_(\d{6})\.npz$")
@@ -67,17 +66,8 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
     obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32),
-                                value=value.astype(np.float32))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.atomic_write(path, lambda f: np.savez_compressed(
+        f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32)))
     return path
 
 

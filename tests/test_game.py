@@ -94,6 +94,13 @@ def test_kaggle_board_round_trip_and_errors() -> None:
     floating[0] = 1
     with pytest.raises(ValueError, match="floats"):
         game.from_kaggle(floating, 2)
+    won = [0] * 42  # player 1 has four in column 1, player 2 four stones elsewhere: player 1 "to move"
+    for row in (2, 3, 4, 5):
+        won[row * 7] = 1
+    for index in (5 * 7 + 1, 4 * 7 + 1, 5 * 7 + 2, 4 * 7 + 2):
+        won[index] = 2
+    with pytest.raises(ValueError, match="already has four"):
+        game.from_kaggle(won, 1)
     with pytest.raises(ValueError, match="0, 1 or 2"):
         game.from_kaggle([3] + [0] * 41, 1)
 

@@ -33,10 +33,10 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectx_az import files
 from connectx_az.agent import onnx_numpy
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -274,22 +274,6 @@ def build_submission(
 
 def _write_atomic(text: str, path: Path) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        files.atomic_write_bytes(path, text.encode("utf-8"))
     except OSError as exc:
-        raise BuildError(f"cannot write to {path.parent}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _readable_mode())  # mkstemp makes 0600; give the usual 0644 (less the umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _readable_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o644 & ~umask
+        raise BuildError(f"cannot write {path}: {exc.strerror}; choose a writable --out folder") from None

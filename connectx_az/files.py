@@ -1,0 +1,44 @@
+"""Atomic file writes: a run killed at any instant leaves the old file or the new one, never half.
+
+Standard library only (the numpy-only ``build`` path uses it too).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Call ``write(f)`` on a temp file beside ``path``, fsync, then rename it over ``path``.
+
+    The file gets the usual ``0644`` less the umask (``mkstemp`` would leave it
+    ``0600``).  Raises ``OSError`` when the folder cannot be created or written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _readable_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def _readable_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o644 & ~umask
