@@ -115,6 +115,7 @@ class SeatResult:
     losses: int = 0
     bad_statuses: list[str] = field(default_factory=list)
     move_seconds: list[float] = field(default_factory=list)
+    bank_used: list[float] = field(default_factory=list)  # seconds over actTimeout, per game
 
     @property
     def num_games(self) -> int:
@@ -124,7 +125,8 @@ class SeatResult:
         times = self.move_seconds or [0.0]
         return {"opponent": self.opponent, "seat": self.seat, "wins": self.wins, "draws": self.draws,
                 "losses": self.losses, "bad_statuses": self.bad_statuses,
-                "mean_move_s": round(float(np.mean(times)), 4), "max_move_s": round(float(np.max(times)), 4)}
+                "mean_move_s": round(float(np.mean(times)), 4), "max_move_s": round(float(np.max(times)), 4),
+                "max_bank_used_s": round(max(self.bank_used, default=0.0), 3)}
 
 
 def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", "negamax"), games: int = 20,
@@ -146,18 +148,22 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
             result = SeatResult(opponent, seat)
             for _ in range(games):
                 agent = load_submission(submission)
+                excess = [0.0]
 
-                def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent) -> Any:
+                def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess) -> Any:
                     if act_timeout is not None:  # a scaled clock: the bank shrinks with the move time
                         obs = {**obs, "remainingOverageTime": obs["remainingOverageTime"] * act_timeout / 2.0}
                     start = time.perf_counter()
                     move = agent(obs, cfg)
-                    result.move_seconds.append(time.perf_counter() - start)
+                    seconds = time.perf_counter() - start
+                    result.move_seconds.append(seconds)
+                    excess[0] += max(0.0, seconds - cfg["actTimeout"])
                     return move
 
                 env = make("connectx", configuration=configuration, debug=False)
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
+                result.bank_used.append(excess[0])
                 final = steps[-1][seat - 1]
                 if final.status in BAD_STATUSES or final.reward is None:
                     result.bad_statuses.append(str(final.status))

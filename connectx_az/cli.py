@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,13 +63,27 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from connectx_az import export
-    from connectx_az.network import load_checkpoint
+    from connectx_az import export, train
+    from connectx_az.config import save_json
+    from connectx_az.network import load_checkpoint, save_checkpoint
 
-    net, _ = load_checkpoint(_checkpoint_path(args.checkpoint))
+    ckpt = _checkpoint_path(args.checkpoint)
+    net, data = load_checkpoint(ckpt)
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
+    card: dict[str, Any] = {"sha256": report.sha256, "net": report.net_label,
+                            "parameters": net.num_parameters(), "float16": report.float16,
+                            "checkpoint": str(ckpt), "generation": data.get("generation")}
+    if (ckpt.parent / train.METRICS).is_file():
+        card["training"] = train.summarize(train.read_metrics(ckpt.parent), data.get("config"))
+        card["trained_by"] = card["training"].pop("command")
+    card_path = Path(args.out).with_suffix(".json")
+    save_json(card, card_path)
+    print(f"wrote {card_path} (model card)")
+    if args.weights_out:
+        save_checkpoint(args.weights_out, net, generation=data.get("generation"), config=data.get("config"))
+        print(f"wrote {args.weights_out} (weights for --init-model warm starts)")
     return 0
 
 
@@ -85,10 +100,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     metadata = json.loads(card.read_text()) if card.is_file() else {}
     report = builder.build_submission(model, args.out, metadata=metadata)
     print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
-    print(f"model: {model} sha256 {report.model_sha256}")
-    for key in ("net", "trained_by", "training"):
-        if key in metadata:
-            print(f"  {key}: {metadata[key]}")
+    print(f"model: {model} ({report.net_label} ResNet, sha256 {report.model_sha256})")
+    if "trained_by" in metadata:
+        t = metadata.get("training", {})
+        print(f"trained by: {metadata['trained_by']}: {t.get('generations')} generations, "
+              f"{t.get('games'):,} self-play games, {t.get('hours')} h on {t.get('device')}")
     return 0
 
 
@@ -97,6 +113,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
+    if hasattr(os, "sched_setaffinity"):  # one core, like Kaggle's agent sandbox
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
                              replay_dir=args.replays)
     bad = 0
@@ -104,10 +122,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"results": rows}))
     else:
-        print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}  other")
+        print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
+              f"{'bank s':>8}  other statuses")
         for r in rows:
             print(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
-                  f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}  {','.join(r['bad_statuses']) or '-'}")
+                  f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
+                  f"  {','.join(r['bad_statuses']) or '-'}")
+        print("seat 1 moves first; times are per move of the submission (one core); "
+              "bank s: most of the 60 s overage bank used in one game")
         print(f"replays: {args.replays}")
     for r in rows:
         bad += r["losses"] + len(r["bad_statuses"])
@@ -154,7 +176,6 @@ def _kaggle_like_process() -> None:
     Only the ``eval pons --submission`` command calls this, for its own process.
     """
     import importlib.abc
-    import os
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -212,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="checkpoint .pt file or run folder")
     p.add_argument("--out", default="build/model.onnx")
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
+    p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")

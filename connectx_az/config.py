@@ -207,6 +207,15 @@ def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
     return from_dict(values)
 
 
+def preset_of(values: dict[str, Any]) -> str | None:
+    """The preset whose settings ``values`` (a saved config) has, seed aside, or None."""
+    for name in PRESETS:
+        preset = to_dict(make_config(name))
+        if {**preset, "seed": 0} == {**values, "seed": 0}:
+            return name
+    return None
+
+
 def save_json(data: dict[str, Any], path: str | Path) -> None:
     """Write JSON atomically."""
     files.atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())

@@ -186,17 +186,22 @@ class Solver:
         position: int,
         mask: int,
         *,
+        weak: bool = False,
         deadline: float | None = None,
         max_nodes: int | None = None,
     ) -> tuple[int, int] | None:
         """``(col, score)``: a 0-based column reaching the position's exact score, and that score.
 
-        Among equally good moves the most central one is chosen.
+        With ``weak`` the score is only its sign (-1/0/+1) and the column one that
+        keeps that result (a win, a draw), usually far cheaper to prove.  Among
+        equally good moves the most central one is chosen.
         """
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
         try:
-            score = self._solve(position, mask, plies, False)
+            score = self._solve(position, mask, plies, weak)
+            if weak and score < 0:  # every move loses: which one is not asked in weak mode
+                return next(col for col in _COL_ORDER if not mask & _TOP_BITS[col]), score
             for col in _COL_ORDER:
                 if mask & _TOP_BITS[col]:
                     continue
@@ -205,10 +210,11 @@ class Solver:
                     return col, score  # a win now is the best score; a last move is the only one
                 child, child_mask = position ^ mask, mask | move
                 if _can_win_next(child, child_mask):
-                    if -((_NUM_CELLS - plies) // 2) == score:
+                    if not weak and -((_NUM_CELLS - plies) // 2) == score:
                         return col, score
                     continue
-                # null window: does this move reach `score` (child's score <= -score)?
+                # null window: does this move reach `score` (child's score <= -score)?  In weak
+                # mode a win is any score >= 1, so "child <= -1" is the same probe.
                 if self._negamax(child, child_mask, plies + 1, -score, 1 - score) <= -score:
                     return col, score
         except _OutOfBudget:

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from connectx_az import replay, selfplay
-from connectx_az.config import ConfigError, RunConfig, load_config, save_config
+from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
 from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint, load_into, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,28 @@ def _tensorboard(run_dir: Path) -> Any:
     except ImportError:
         return None
     return SummaryWriter(str(run_dir / "tensorboard"))
+
+
+def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run cost and reached, for a model card: from its metrics rows and saved config."""
+    last = rows[-1] if rows else {}
+    summary: dict[str, Any] = {
+        "generations": len(rows),
+        "games": sum(r["num_games"] for r in rows),
+        "positions": sum(r["num_positions"] for r in rows),
+        "network_evaluations": sum(r["num_evaluations"] for r in rows),
+        "hours": round(sum(r["seconds"] for r in rows) / 3600, 2),
+        "pons_policy_last": {k.removeprefix("pons_policy/"): v for k, v in last.items()
+                             if k.startswith("pons_policy/")},
+    }
+    if config:
+        preset = preset_of(config)
+        summary["simulations"] = config["mcts"]["num_simulations"]
+        summary["device"] = config["device"]
+        summary["threads"] = config["threads"]
+        summary["command"] = (f"connectx-az train --preset {preset}" if preset
+                              else "connectx-az train (custom settings: see config.json)")
+    return summary
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

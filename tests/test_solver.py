@@ -116,3 +116,13 @@ def test_finished_or_malformed_game_raises(solver: Solver) -> None:
     floating = 1 << 1, 1 << 1  # a stone above an empty cell
     with pytest.raises(ValueError):
         solver.move_scores(*floating)
+
+
+def test_weak_best_move_keeps_the_result_on_pons_positions() -> None:
+    solver = Solver()
+    for name in ("Middle-Easy", "End-Easy"):
+        for p in pons.load_set(name, limit=25):
+            position, mask = pons.position_of(p)
+            col, sign = solver.best_move(position, mask, weak=True)
+            assert sign == (p.score > 0) - (p.score < 0)
+            assert not pons.is_mistake(p, col)

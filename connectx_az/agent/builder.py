@@ -219,8 +219,12 @@ def build_submission(
         raise BuildError(f"model {model_path} cannot run in the submission: {exc}") from None
     net = model.net_shape()
     net_label = str(net.get("label", "unknown"))
-    if not out_path.parent.is_dir() or not os.access(out_path.parent, os.W_OK):
-        raise BuildError(f"output folder {out_path.parent} does not exist or is not writable")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create output folder {out_path.parent}: {exc.strerror}") from None
+    if not os.access(out_path.parent, os.W_OK):
+        raise BuildError(f"output folder {out_path.parent} is not writable; choose another --out")
 
     rewrite = _loader_namespace()["_rewrite_imports"]
     sources = []

@@ -18,8 +18,9 @@ One move (``agent``):
 3. Budget the move (``move_budget``): a safe share of ``actTimeout`` plus a
    share of the overage bank that shrinks with the bank and can never drain it.
    The first move also pays for decoding the model and for executing the file.
-4. With few empty cells, ask the exact ``solver`` for a move within part of the
-   budget and play it if the proof finishes.
+4. With up to 38 empty cells, ask the exact ``solver`` (weak mode: win, draw
+   or loss) for a move within a share of the budget that grows as the board
+   fills, and play it if it proves a win or a draw.
 5. Otherwise search: ``mcts.search`` with virtual-loss batches
    (``CONFIG.search.num_parallel`` leaves per network call) until the deadline or a
    proven root, reusing the subtree of the previous move when the opponent's
@@ -84,7 +85,7 @@ class AgentConfig:
     max_extra_seconds: float = 3.0
     min_moves_left: int = 4
     default_act_timeout: float = 2.0
-    solver_schedule: tuple[tuple[int, float], ...] = ((12, 0.9), (16, 0.6), (20, 0.3))
+    solver_schedule: tuple[tuple[int, float], ...] = ((16, 0.9), (24, 0.7), (32, 0.5), (38, 0.25))
     solver_table_size: int = 1 << 20
 
     def __post_init__(self) -> None:
@@ -377,7 +378,13 @@ def _tree_for(position: int, mask: int, config: AgentConfig) -> tuple[mcts.Tree,
 
 
 def _solve(position: int, mask: int, num_empty: int, deadline: float, config: AgentConfig) -> int | None:
-    """A proven best column within ``deadline``, or None."""
+    """A column proven to win or to hold the draw, found within part of the time left, or None.
+
+    The solver is asked for the result only (weak mode: win, draw or loss),
+    which is all a move needs and far cheaper than the exact score.  A lost
+    position returns None: the search then picks the move that makes the
+    opponent's task hardest.  The transposition table is kept between moves.
+    """
     if solver is None:
         return None
     share = next((s for limit, s in config.solver_schedule if num_empty <= limit), 0.0)
@@ -386,8 +393,8 @@ def _solve(position: int, mask: int, num_empty: int, deadline: float, config: Ag
         return None
     if STATE.solver is None:
         STATE.solver = solver.Solver(table_size=config.solver_table_size)
-    found = STATE.solver.best_move(position, mask, deadline=now + share * (deadline - now))
-    if found is None:
+    found = STATE.solver.best_move(position, mask, weak=True, deadline=now + share * (deadline - now))
+    if found is None or found[1] < 0:
         return None
     col = int(found[0])
     return col if game.is_legal(mask, col) else None
