@@ -73,10 +73,19 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     }
 
 
-def run(what: str, *, model: str | Path, seconds: float = 5.0) -> dict[str, Any]:
+def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None) -> dict[str, Any]:
+    """One benchmark's figures; ``batches`` (selfplay) adds one row per games-in-flight count."""
     if what == "selfplay":
         ckpt = Path(model).with_suffix(".pt")
-        return bench_selfplay(seconds=seconds, checkpoint=ckpt if ckpt.is_file() else None)
+        ckpt_arg = ckpt if ckpt.is_file() else None
+        result = bench_selfplay(seconds=seconds, checkpoint=ckpt_arg)
+        if batches:
+            result["scaling"] = [
+                {k: r[k] for k in ("batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio", "positions_per_hour")}
+                for r in (bench_selfplay(seconds=seconds, checkpoint=ckpt_arg,
+                                         overrides=(f"selfplay.num_parallel_games={b}",)) for b in batches)
+            ]
+        return result
     if what == "agent":
         return bench_agent(model, seconds=seconds)
     raise ValueError(f"unknown benchmark {what!r}")
@@ -129,5 +138,9 @@ def format_result(what: str, result: dict[str, Any]) -> str:
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
+        if isinstance(value, list):
+            lines.append(f"  {key}:")
+            lines.extend("    " + ", ".join(f"{k} {v}" for k, v in row.items()) for row in value)
+            continue
         lines.append(f"  {key:<24}{value}")
     return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""The command line: --help, one-line errors on bad input, and the whole road end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "connectx_az.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_the_commands() -> None:
+    out = _run("--help").stdout
+    for command in ("train", "export", "build", "validate", "eval", "bench", "plot"):
+        assert command in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("build", "--model", "missing.onnx"), "does not exist"),
+        (("train", "RUN", "--preset", "huge"), "unknown preset"),
+        (("train", "RUN", "--preset", "smoke", "--set", "mcts.sims=3"), "valid keys"),
+        (("export", "missing.pt"), "does not exist"),
+        (("train", "--resume", "no_such_run"), "a training run directory"),
+        (("validate", "missing_submission.py"), "run `make submission` first"),
+    ],
+)
+def test_bad_input_is_one_line_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    result = _run(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
+
+
+def test_corrupt_model_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage" * 10)
+    result = _run("build", "--model", str(bad), "--out", str(tmp_path / "s.py"), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("error:")
+    assert not (tmp_path / "s.py").exists()
+
+
+def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None:
+    pytest.importorskip("kaggle_environments")
+    run = tmp_path / "run"
+    assert _run("train", str(run), "--preset", "smoke", "--quiet", cwd=tmp_path).returncode == 0
+    exported = _run("export", str(run), "--out", str(tmp_path / "model.onnx"), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    built = _run("build", "--model", str(tmp_path / "model.onnx"), "--out", str(tmp_path / "submission.py"),
+                 cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "trained by: connectx-az train --preset smoke" in built.stdout
+
+    from kaggle_environments import make
+
+    from connectx_az import arena
+
+    env = make("connectx", configuration={"actTimeout": 0.3}, debug=False)
+    agent = arena.load_submission(tmp_path / "submission.py")
+    steps = env.run([agent, "random"])
+    assert [s.status for s in steps[-1]] == ["DONE", "DONE"]
+    assert steps[-1][0].reward in (-1, 0, 1)
