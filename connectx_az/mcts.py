@@ -5,13 +5,15 @@ The tree is a struct of arrays (after DeepMind's mctx): ``B`` independent trees,
 the *edges* ``[B, N, A]`` and are seen from the side to move at the edge's
 parent node, so the selection rule reads the numbers it needs without a sign.
 A value handed to ``_backup`` is from the side to move at the leaf; the sign
-flips in exactly one place, while walking the path up in ``_add_along_paths``.
+flips in exactly one place, in ``_backup``.
 
 One simulation step selects ``num_parallel`` leaves in every tree (with a
 virtual loss between them), evaluates all new leaves in **one** network call,
 then backs up.  Self-play runs hundreds of trees with one leaf each; the
 single-game agent runs one tree with several leaves each, so both keep the
-network busy with batches.
+network busy with batches.  With one tree the walk down uses scalar indexing
+(``_select_one``) instead of the batched gathers (``_select``); both score
+edges with the same ``_puct_score``, so they pick the same leaves.
 
 Terminal positions are scored by the rules, never by the network.  Proven
 results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
@@ -36,7 +38,11 @@ import numpy as np
 from connectx_az import game
 
 A = game.NUM_ACTIONS
+_MAX_DEPTH = game.NUM_CELLS + 1
 _UNKNOWN = np.float32(np.nan)
+# Added to the PUCT score of a move into a proven position (see ``Tree.score_bias``).
+_WIN_BIAS = np.float32(1e9)
+_LOSS_BIAS = np.float32(-1e6)
 
 
 class Evaluator(Protocol):
@@ -80,12 +86,24 @@ class Tree:
 
     Node arrays ``[B, N]``: ``position``/``mask`` (uint64 bitboards, side to move),
     ``net_value`` (float32, evaluator's value, side to move), ``is_expanded`` (bool,
-    priors set), ``proven`` (float32, see module doc).
+    priors set), ``proven`` (float32, see module doc), ``node_visits`` and
+    ``node_value_sum`` (float32, the sums of the node's edge ``visits`` and
+    ``value_sum``, side to move).
     Edge arrays ``[B, N, A]``: ``children`` (int32, ``-1`` = not created),
-    ``prior`` (float32 probabilities, 0 for illegal columns), ``visits`` and
-    ``value_sum`` (float32, from the parent's side to move).
+    ``legal_mask`` (bool), ``prior`` (float32 probabilities, 0 for illegal
+    columns), ``visits`` and ``value_sum`` (float32, from the parent's side to
+    move), ``edge_proven`` (float32, ``-proven`` of the child, i.e. the proven
+    value of the move for the parent's side to move; NaN while unknown) and
+    ``score_bias`` (float32, added to the move's PUCT score: ``-inf`` for an
+    illegal column, ``+1e9`` for a proven win, ``-1e6`` for a proven loss, else 0).
     ``root int32[B]`` is the node the next search starts from; ``num_nodes int32[B]``.
     """
+
+    _FILLS = (
+        ("position", 0), ("mask", 0), ("net_value", 0), ("is_expanded", False), ("proven", _UNKNOWN),
+        ("node_visits", 0), ("node_value_sum", 0), ("children", -1), ("legal_mask", False), ("prior", 0),
+        ("visits", 0), ("value_sum", 0), ("edge_proven", _UNKNOWN), ("score_bias", 0),
+    )
 
     def __init__(self, position: np.ndarray, mask: np.ndarray, capacity: int = 64) -> None:
         position = np.atleast_1d(np.asarray(position, dtype=np.uint64))
@@ -99,15 +117,27 @@ class Tree:
         self.net_value = np.zeros((b, n), np.float32)
         self.is_expanded = np.zeros((b, n), bool)
         self.proven = np.full((b, n), _UNKNOWN, np.float32)
+        self.node_visits = np.zeros((b, n), np.float32)
+        self.node_value_sum = np.zeros((b, n), np.float32)
         self.children = np.full((b, n, A), -1, np.int32)
+        self.legal_mask = np.zeros((b, n, A), bool)
         self.prior = np.zeros((b, n, A), np.float32)
         self.visits = np.zeros((b, n, A), np.float32)
         self.value_sum = np.zeros((b, n, A), np.float32)
+        self.edge_proven = np.full((b, n, A), _UNKNOWN, np.float32)
+        self.score_bias = np.zeros((b, n, A), np.float32)
         self.root = np.zeros(b, np.int32)
         self.num_nodes = np.ones(b, np.int32)
-        self.position[:, 0] = position
-        self.mask[:, 0] = mask
-        self.proven[:, 0] = _terminal_value(position, mask)
+        self._init_nodes(np.arange(b), np.zeros(b, np.intp), position, mask)
+
+    def _init_nodes(self, b: np.ndarray, node: np.ndarray, position: np.ndarray, mask: np.ndarray) -> None:
+        """Fill the rules-derived fields of new nodes ``(b[i], node[i])``."""
+        legal = game.legal_mask(mask)
+        self.position[b, node] = position
+        self.mask[b, node] = mask
+        self.proven[b, node] = _terminal_value(position, mask)
+        self.legal_mask[b, node] = legal
+        self.score_bias[b, node] = np.where(legal, np.float32(0), np.float32(-np.inf))
 
     @property
     def batch_size(self) -> int:
@@ -123,10 +153,7 @@ class Tree:
         if need <= self.capacity:
             return
         new_n = max(need, 2 * self.capacity)
-        for name, fill in (
-            ("position", 0), ("mask", 0), ("net_value", 0), ("is_expanded", False),
-            ("proven", _UNKNOWN), ("children", -1), ("prior", 0), ("visits", 0), ("value_sum", 0),
-        ):
+        for name, fill in self._FILLS:
             old = getattr(self, name)
             grown = np.full((old.shape[0], new_n) + old.shape[2:], fill, old.dtype)
             grown[:, : old.shape[1]] = old
@@ -140,10 +167,9 @@ class Tree:
     def root_value(self) -> np.ndarray:
         """``float32[B]`` mean value of each root, side to move (proven value where known)."""
         b = np.arange(self.batch_size)
-        visits = self.visits[b, self.root]
-        total = visits.sum(axis=1)
-        mean = (self.net_value[b, self.root] + self.value_sum[b, self.root].sum(axis=1)) / (1.0 + total)
-        proven = self.proven[b, self.root]
+        root = self.root
+        mean = (self.net_value[b, root] + self.node_value_sum[b, root]) / (1.0 + self.node_visits[b, root])
+        proven = self.proven[b, root]
         return np.where(np.isnan(proven), mean, proven).astype(np.float32)
 
     def root_proven(self) -> np.ndarray:
@@ -152,10 +178,7 @@ class Tree:
 
     def proven_child_values(self) -> np.ndarray:
         """``float32[B, 7]`` proven value of each root move for the side to move, NaN if unknown."""
-        b = np.arange(self.batch_size)
-        child = self.children[b, self.root]
-        values = -self.proven[b[:, None], np.maximum(child, 0)]
-        return np.where(child >= 0, values, _UNKNOWN).astype(np.float32)
+        return self.edge_proven[np.arange(self.batch_size), self.root].copy()
 
     def advance(self, index: int, cols: list[int]) -> bool:
         """Move tree ``index``'s root down the played ``cols``, keeping the subtree.
@@ -205,7 +228,7 @@ def expand(
     b, node = key // tree.capacity, key % tree.capacity
     position, mask = tree.position[b, node], tree.mask[b, node]
     logits, value = evaluator.evaluate(game.encode(position, mask))
-    tree.prior[b, node] = masked_softmax(np.asarray(logits), game.legal_mask(mask))
+    tree.prior[b, node] = masked_softmax(np.asarray(logits), tree.legal_mask[b, node])
     tree.net_value[b, node] = np.clip(np.asarray(value, np.float32).reshape(-1), -1.0, 1.0)
     tree.is_expanded[b, node] = True
 
@@ -214,106 +237,203 @@ def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -
     """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play)."""
     b = np.arange(tree.batch_size)
     root = tree.root
-    legal = game.legal_mask(tree.mask[b, root])
+    legal = tree.legal_mask[b, root]
     gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)
 
 
-def _select(tree: Tree, trees: np.ndarray, config: SearchConfig) -> tuple[np.ndarray, ...]:
-    """Walk down from the roots of ``trees`` (int[M]) by PUCT to one leaf each.
+def _puct_score(
+    visits: np.ndarray,
+    value_sum: np.ndarray,
+    prior: np.ndarray,
+    score_bias: np.ndarray,
+    node_visits: np.ndarray | np.float32,
+    node_value: np.ndarray | np.float32,
+    config: SearchConfig,
+) -> np.ndarray:
+    """``float32[..., A]`` PUCT score of each edge, from the side to move at its node.
 
-    Returns ``(path_node int32[M, D], path_action int32[M, D], depth int32[M],
-    leaf_parent int32[M], leaf_action int32[M])``: the walk crossed edges
-    ``(path_node[:, d], path_action[:, d])`` for ``d < depth``; the last of
-    them, ``(leaf_parent, leaf_action)``, leads to a node that is either not yet
-    created, not yet expanded, or proven.  A proven root gives ``depth == 0``.
+    Edge statistics are ``[..., A]``; ``node_visits`` and ``node_value`` (the
+    net value plus ``node_value_sum``) broadcast against them: ``[..., 1]`` for
+    many nodes, float32 scalars for one, so both give the same bits.
     """
-    m = trees.shape[0]
-    max_depth = game.NUM_CELLS + 1
-    path_node = np.zeros((m, max_depth), np.int32)
-    path_action = np.zeros((m, max_depth), np.int32)
-    depth = np.zeros(m, np.int32)
-    node = tree.root[trees].copy()
-    active = np.isnan(tree.proven[trees, node])
-    rows = np.arange(m)
-    for d in range(max_depth):
-        idx = rows[active]
-        if idx.size == 0:
-            break
-        b, n = trees[idx], node[idx]
-        visits = tree.visits[b, n]
-        value_sum = tree.value_sum[b, n]
-        prior = tree.prior[b, n]
-        child = tree.children[b, n]
-        total = visits.sum(axis=1)
-        parent_value = (tree.net_value[b, n] + value_sum.sum(axis=1)) / (1.0 + total)
-        q = np.where(visits > 0, value_sum / np.maximum(visits, 1e-9), (parent_value - config.fpu_reduction)[:, None])
-        u = config.c_puct * prior * (np.sqrt(np.maximum(total, 1.0))[:, None] / (1.0 + visits))
-        score = q + u
-        child_proven = np.where(child >= 0, tree.proven[b[:, None], np.maximum(child, 0)], np.nan)
-        # A move into a lost position for the opponent wins outright; a move into a
-        # won one is only played when nothing else is left.
-        score = np.where(child_proven == -1, 1e9, score)
-        score = np.where(child_proven == 1, score - 1e6, score)
-        score = np.where(game.legal_mask(tree.mask[b, n]), score, -np.inf)
-        action = score.argmax(axis=1).astype(np.int32)
-        path_node[idx, d] = n
-        path_action[idx, d] = action
-        depth[idx] = d + 1
-        nxt = child[np.arange(idx.size), action]
-        stop = (nxt < 0) | ~tree.is_expanded[b, np.maximum(nxt, 0)] | ~np.isnan(tree.proven[b, np.maximum(nxt, 0)])
-        node[idx] = np.where(stop, n, nxt)
-        active[idx[stop]] = False
-    last = np.maximum(depth - 1, 0)
-    return path_node, path_action, depth, path_node[rows, last], path_action[rows, last]
+    parent_value = node_value / (1.0 + node_visits)
+    visited = visits > 0
+    q = np.where(visited, value_sum / np.maximum(visits, 1e-9), parent_value - config.fpu_reduction)
+    u = prior * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
+    return q + u + score_bias
 
 
-def _add_along_paths(
+def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
+            path_action: np.ndarray, depth: np.ndarray) -> None:
+    """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
+
+    Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``:
+    walk ``k`` of tree ``b`` crossed edges ``(path_node[k, b, d],
+    path_action[k, b, d])`` for ``d < depth[k, b]``; the last of them leads to a
+    node that is either not yet created, not yet expanded, or proven.  A proven
+    root gives ``depth == 0``.  Each crossed edge gets ``virtual_loss`` (see
+    ``_add_virtual_loss``) so that later walks spread out.
+    """
+    n_slots = tree.capacity
+    # Gathers go through flat ``b * N + node`` rows: one index array instead of two.
+    visits, value_sum = tree.visits.reshape(-1, A), tree.value_sum.reshape(-1, A)
+    prior, score_bias = tree.prior.reshape(-1, A), tree.score_bias.reshape(-1, A)
+    children = tree.children.reshape(-1, A)
+    node_visits, node_value_sum = tree.node_visits.reshape(-1), tree.node_value_sum.reshape(-1)
+    net_value, proven = tree.net_value.reshape(-1), tree.proven.reshape(-1)
+    is_expanded = tree.is_expanded.reshape(-1)
+    depth[:] = 0
+    for walk in range(path_node.shape[0]):
+        idx = np.arange(tree.batch_size)
+        row = idx * n_slots + tree.root
+        live = np.isnan(proven[row])
+        idx, row = idx[live], row[live]
+        for d in range(_MAX_DEPTH):
+            if idx.size == 0:
+                break
+            node_value = (net_value[row] + node_value_sum[row])[:, None]
+            score = _puct_score(visits[row], value_sum[row], prior[row], score_bias[row],
+                                node_visits[row][:, None], node_value, config)
+            action = score.argmax(axis=1)
+            if virtual_loss:
+                _add_virtual_loss(visits, value_sum, node_visits, node_value_sum, row, action, virtual_loss)
+            path_node[walk, idx, d] = row - idx * n_slots
+            path_action[walk, idx, d] = action
+            depth[walk, idx] = d + 1
+            nxt = children[row, action]
+            nxt_row = idx * n_slots + np.maximum(nxt, 0)
+            go = (nxt >= 0) & is_expanded[nxt_row] & np.isnan(proven[nxt_row])
+            idx, row = idx[go], nxt_row[go]
+
+
+def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
+                path_action: np.ndarray, depth: np.ndarray) -> None:
+    """``_select`` for a single tree (``B == 1``): scalar indexing on 1-d rows.
+
+    One tree's walk is a chain of 7-wide rows, where numpy's fancy-index
+    gathers cost more than the arithmetic; this walk reads each row through a
+    view and gives the same paths, bit for bit, as ``_select``.
+    """
+    visits, value_sum, prior, score_bias = tree.visits[0], tree.value_sum[0], tree.prior[0], tree.score_bias[0]
+    children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
+    node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
+    root = int(tree.root[0])
+    for walk in range(path_node.shape[0]):
+        nodes, actions = path_node[walk, 0], path_action[walk, 0]
+        node = root
+        d = 0
+        if proven[node] != proven[node]:  # NaN: not proven
+            while True:
+                score = _puct_score(visits[node], value_sum[node], prior[node], score_bias[node],
+                                    node_visits[node], net_value[node] + node_value_sum[node], config)
+                action = int(score.argmax())
+                if virtual_loss:
+                    _add_virtual_loss(visits, value_sum, node_visits, node_value_sum, node, action, virtual_loss)
+                nodes[d] = node
+                actions[d] = action
+                d += 1
+                nxt = int(children[node, action])
+                if nxt < 0 or not is_expanded[nxt] or proven[nxt] == proven[nxt]:
+                    break
+                node = nxt
+        depth[walk, 0] = d
+
+
+def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+                depth: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Every edge of every path, path by path, root first.
+
+    Returns ``(row, d, b, node, action)``, each ``int[E]``: edge
+    ``(b, node, action)`` is step ``d`` of path ``row``.
+    """
+    on = np.arange(int(depth.max(initial=0))) < depth[:, None]
+    row, d = np.nonzero(on)
+    return row, d, trees[row], path_node[row, d], path_action[row, d]
+
+
+def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np.ndarray,
+                      node_value_sum: np.ndarray, node: np.ndarray | int, action: np.ndarray | int,
+                      amount: float) -> None:
+    """Make edges ``(node, action)`` (distinct) look like ``amount`` lost visits for their chooser.
+
+    Takes one tree's ``[N, A]``/``[N]`` arrays, or flat ``[B * N, A]``/``[B * N]``
+    ones with ``node`` a flat row.
+    """
+    visits[node, action] += amount
+    value_sum[node, action] -= amount
+    node_visits[node] += amount
+    node_value_sum[node] -= amount
+
+
+def _backup(
     tree: Tree,
     trees: np.ndarray,
     path_node: np.ndarray,
     path_action: np.ndarray,
     depth: np.ndarray,
-    visits: float,
     leaf_value: np.ndarray,
-    *,
-    alternate: bool = True,
+    virtual_loss: float,
 ) -> None:
-    """Add ``visits`` and a value to every edge of each path.
+    """Add one visit and the leaf value to every edge of each path, taking back the virtual loss.
 
     ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge
     at depth ``d`` belongs to the player to move at ``path_node[:, d]``, who is
     the leaf's side to move when ``depth - d`` is even, else the opponent: this
-    is the one place where the perspective flips.  With ``alternate=False`` the
-    value is added as it is to every edge (virtual loss: every edge looks worse
-    for the player choosing it).
+    is the one place where the perspective flips.  ``virtual_loss`` is what
+    ``_add_virtual_loss`` put on each path (0 for none).
     """
-    for d in range(int(depth.max(initial=0))):
-        on = depth > d
-        value = leaf_value[on]
-        if alternate:
-            value = np.where((depth[on] - d) % 2 == 1, -value, value)
-        key = (trees[on], path_node[on, d], path_action[on, d])
-        np.add.at(tree.visits, key, np.float32(visits))
-        np.add.at(tree.value_sum, key, value.astype(np.float32))
+    row, d, b, node, action = _path_edges(trees, path_node, path_action, depth)
+    if row.size == 0:
+        return
+    value = np.where((depth[row] - d) % 2 == 1, -leaf_value[row], leaf_value[row]) + np.float32(virtual_loss)
+    value = value.astype(np.float32)
+    visits = np.float32(1.0 - virtual_loss)
+    # Paths of one tree share edges when several leaves are selected per step.
+    if trees.size == tree.batch_size:
+        tree.visits[b, node, action] += visits
+        tree.value_sum[b, node, action] += value
+        tree.node_visits[b, node] += visits
+        tree.node_value_sum[b, node] += value
+    else:
+        np.add.at(tree.visits, (b, node, action), visits)
+        np.add.at(tree.value_sum, (b, node, action), value)
+        np.add.at(tree.node_visits, (b, node), visits)
+        np.add.at(tree.node_value_sum, (b, node), value)
 
 
-def _update_proven(tree: Tree, trees: np.ndarray, path_node: np.ndarray, depth: np.ndarray) -> None:
-    """Re-derive proven values along the paths, deepest node first (MCTS-solver)."""
-    for d in range(int(depth.max(initial=0)) - 1, -1, -1):
-        on = depth > d
-        b, n = trees[on], path_node[on, d]
-        child = tree.children[b, n]
-        legal = game.legal_mask(tree.mask[b, n])
-        child_proven = np.where(child >= 0, tree.proven[b[:, None], np.maximum(child, 0)], np.nan)
-        wins = np.any(child_proven == -1, axis=1)
-        settled = np.all(~legal | ~np.isnan(child_proven), axis=1)
-        best = np.max(np.where(legal, -np.nan_to_num(child_proven, nan=1.0), -np.inf), axis=1)
-        value = np.where(wins, 1.0, np.where(settled, best, np.nan)).astype(np.float32)
-        known = ~np.isnan(value)
-        tree.proven[b[known], n[known]] = value[known]
+def _proven_from_edges(edge_proven: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """``float32[...]`` a node's proven value from its ``[..., A]`` move values, NaN if open."""
+    wins = (edge_proven == 1).any(axis=-1)
+    settled = (~legal | ~np.isnan(edge_proven)).all(axis=-1)
+    best = np.where(legal, edge_proven, -np.inf).max(axis=-1)
+    return np.where(wins, 1.0, np.where(settled, best, np.nan)).astype(np.float32)
+
+
+def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+                      depth: np.ndarray, leaf: np.ndarray) -> None:
+    """Carry newly proven leaves up their paths (MCTS-solver).
+
+    A proof changes only the edge into the proven node and, through it, its
+    parent; the walk up stops at the first parent that stays open.
+    """
+    i = np.flatnonzero(depth > 0)
+    last = depth[i] - 1
+    i = i[~np.isnan(tree.proven[trees[i], leaf[i]])
+          & np.isnan(tree.edge_proven[trees[i], path_node[i, last], path_action[i, last]])]
+    child, d = leaf[i], depth[i] - 1
+    while i.size:
+        b, node, action = trees[i], path_node[i, d], path_action[i, d]
+        value = -tree.proven[b, child]
+        tree.edge_proven[b, node, action] = value
+        tree.score_bias[b, node, action] = np.where(value == 1, _WIN_BIAS, np.where(value == -1, _LOSS_BIAS, 0))
+        derived = _proven_from_edges(tree.edge_proven[b, node], tree.legal_mask[b, node])
+        newly = ~np.isnan(derived) & np.isnan(tree.proven[b, node])
+        tree.proven[b[newly], node[newly]] = derived[newly]
+        up = newly & (d > 0)
+        i, child, d = i[up], node[up], d[up] - 1
 
 
 def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
@@ -324,24 +444,23 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
     k = config.num_parallel
     bsz = tree.batch_size
     tree.ensure_capacity(k)
-    selections = []
-    vl = config.virtual_loss
-    for _ in range(k):
-        trees = np.arange(bsz, dtype=np.int64)
-        sel = _select(tree, trees, config)
-        if k > 1:
-            _add_along_paths(tree, trees, sel[0], sel[1], sel[2], vl, np.full(bsz, -vl, np.float32), alternate=False)
-        selections.append(sel)
-    trees = np.tile(np.arange(bsz, dtype=np.int64), k)
-    path_node, path_action, depth, parent, action = (np.concatenate(part) for part in zip(*selections, strict=True))
-    if k > 1:
-        _add_along_paths(tree, trees, path_node, path_action, depth, -vl, np.full(trees.size, vl, np.float32),
-                         alternate=False)
+    virtual_loss = config.virtual_loss if k > 1 else 0.0
+    path_node = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
+    path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
+    depth = np.zeros((k, bsz), np.intp)
+    select = _select_one if bsz == 1 else _select
+    select(tree, config, virtual_loss, path_node, path_action, depth)
+    trees = np.tile(np.arange(bsz), k)
+    path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
+    path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
+    depth = depth.reshape(-1)
+    rows = np.arange(trees.size)
+    parent = path_node[rows, np.maximum(depth - 1, 0)]
+    action = path_action[rows, np.maximum(depth - 1, 0)]
 
     has_edge = depth > 0
     # Create the child nodes the walks stopped in front of (once per distinct edge).
-    child = np.full(trees.shape, -1, np.int64)
-    child[has_edge] = tree.children[trees[has_edge], parent[has_edge], action[has_edge]]
+    child = np.where(has_edge, tree.children[trees, parent, action], -1).astype(np.intp)
     new = has_edge & (child < 0)
     if new.any():
         key = (trees[new] * tree.capacity + parent[new]) * A + action[new]
@@ -357,18 +476,15 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
         rank[order] = np.arange(order.size) - starts[ub[order]]
         ids = tree.num_nodes[ub] + rank
         tree.num_nodes += counts.astype(np.int32)
-        pos, msk = game.play(tree.position[ub, up], tree.mask[ub, up], ua)
-        tree.position[ub, ids] = pos
-        tree.mask[ub, ids] = msk
-        tree.proven[ub, ids] = _terminal_value(pos, msk)
+        tree._init_nodes(ub, ids, *game.play(tree.position[ub, up], tree.mask[ub, up], ua))
         tree.children[ub, up, ua] = ids
         child[new] = ids[inverse.reshape(-1)]
     leaf = np.where(has_edge, child, tree.root[trees])
     expand(tree, trees, leaf, evaluator)
     proven = tree.proven[trees, leaf]
     leaf_value = np.where(np.isnan(proven), tree.net_value[trees, leaf], proven).astype(np.float32)
-    _add_along_paths(tree, trees, path_node, path_action, depth, 1.0, leaf_value)
-    _update_proven(tree, trees, path_node, depth)
+    _backup(tree, trees, path_node, path_action, depth, leaf_value, virtual_loss)
+    _propagate_proofs(tree, trees, path_node, path_action, depth, leaf)
     return int(trees.size)
 
 
@@ -425,7 +541,7 @@ def best_cols(tree: Tree) -> np.ndarray:
     """
     b = np.arange(tree.batch_size)
     visits = tree.visits[b, tree.root]
-    legal = game.legal_mask(tree.mask[b, tree.root])
+    legal = tree.legal_mask[b, tree.root]
     score = visits + 1e-3 * tree.value_sum[b, tree.root] / np.maximum(visits, 1e-9)
     move_value = tree.proven_child_values()
     root_value = tree.proven[b, tree.root]

@@ -165,3 +165,40 @@ def test_root_noise_is_reproducible_and_legal_only() -> None:
     np.testing.assert_array_equal(trees[0].prior[0, 0], trees[1].prior[0, 0])
     assert trees[0].prior[0, 0, 0] == 0  # column 1 is full
     assert abs(trees[0].prior[0, 0].sum() - 1) < 1e-5
+
+
+_TREE_FIELDS = ("position", "mask", "net_value", "is_expanded", "proven", "node_visits", "node_value_sum",
+                "children", "legal_mask", "prior", "visits", "value_sum", "edge_proven", "score_bias")
+
+
+@pytest.mark.parametrize("num_parallel", [1, 8])
+@pytest.mark.parametrize("moves", ["44", "41526", "43443322"])
+def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int) -> None:
+    # One tree takes the scalar walk (_select_one); two trees take the batched one.
+    config = mcts.SearchConfig(num_simulations=240, num_parallel=num_parallel)
+    position = game.from_moves(moves)
+    alone = _tree(position)
+    together = _tree(position, game.from_moves("3"))
+    sims_alone = mcts.search(alone, SymmetricEvaluator(5), config)
+    sims_together = mcts.search(together, SymmetricEvaluator(5), config, num_simulations=sims_alone)
+    assert sims_together == sims_alone
+    assert alone.num_nodes[0] == together.num_nodes[0]
+    for name in _TREE_FIELDS:
+        np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
+
+
+@pytest.mark.parametrize("num_parallel", [1, 8])
+def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
+    tree = _tree(game.from_moves("43443322"), game.from_moves("41526"), game.initial())
+    mcts.search(tree, SymmetricEvaluator(6), mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    for b in range(tree.batch_size):
+        n = int(tree.num_nodes[b])
+        np.testing.assert_array_equal(tree.node_visits[b, :n], tree.visits[b, :n].sum(axis=1))
+        np.testing.assert_allclose(tree.node_value_sum[b, :n], tree.value_sum[b, :n].sum(axis=1), atol=1e-3)
+        np.testing.assert_array_equal(tree.legal_mask[b, :n], game.legal_mask(tree.mask[b, :n]))
+        child = tree.children[b, :n]
+        expected = np.where(child >= 0, -tree.proven[b, np.maximum(child, 0)], np.nan)
+        np.testing.assert_array_equal(tree.edge_proven[b, :n], expected)
+        bias = np.where(expected == 1, 1e9, np.where(expected == -1, -1e6, 0.0))
+        np.testing.assert_array_equal(tree.score_bias[b, :n], np.where(tree.legal_mask[b, :n], bias, -np.inf))
+    assert all((~np.isnan(tree.proven[b])).sum() > 10 for b in (0, 1))  # the solver was exercised
