@@ -207,6 +207,97 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_arena(args: argparse.Namespace) -> int:
+    from connectx_az import arena
+
+    if args.games < 1 or args.sims < 1 or args.opening_plies < 0 or not args.act_timeout > 0:
+        raise UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
+    players: dict[str, arena.Player] = {}
+
+    def add(name: str, make: Any, *make_args: Any) -> None:
+        unique, k = name, 2
+        while unique in players:
+            unique, k = f"{name}#{k}", k + 1
+        players[unique] = make(*make_args)
+
+    for path in args.model:
+        add(f"{Path(path).stem}@{args.sims}", arena.model_player, path, args.sims)
+    for path in args.submission:
+        if not Path(path).is_file():
+            raise UserError(f"{path} not found; run `make submission` first")
+        add(f"sub:{Path(path).stem}", arena.submission_player, path)
+    for depth in args.alphabeta:
+        if depth < 1:
+            raise UserError(f"--alphabeta depths must be >= 1, got {depth}")
+        add(f"alphabeta{depth}", arena.alphabeta_player, depth)
+    for name in args.builtin:
+        add(name, arena.builtin_player, name)
+    if len(players) < 2:
+        raise UserError(f"the arena needs at least two players, got {len(players)}")
+
+    log = logging.getLogger("connectx_az.arena")
+    results = arena.round_robin(players, args.games, act_timeout=args.act_timeout, opening_plies=args.opening_plies,
+                                seed=args.seed, on_game=lambda r: log.info("%s vs %s: %s (%s, %d plies)", r.first,
+                                                                           r.second, r.score, r.reason, r.num_plies))
+    anchor = "random" if "random" in players else None
+    ratings = arena.elo_ratings(results, anchor=anchor, seed=args.seed)
+    pairs = arena.head_to_head(results)
+    failures = [r.as_dict() for r in results if r.reason.startswith(("illegal", "error", "timeout"))]
+    if args.json:
+        print(json.dumps({"ratings": [r.as_dict() for r in ratings], "pairs": pairs, "failures": failures,
+                          "games": [r.as_dict() for r in results], "anchor": anchor}))
+        return 0
+    print(arena.format_ratings(ratings))
+    print(f"Elo: Bradley-Terry fit, {'random = 0' if anchor else 'mean 0'}, one virtual draw per pair; "
+          "95% CI: 200 simulated tournaments")
+    width = max(len(name) for name in players)
+    print(f"\n{'pair':<{2 * width + 4}}  win draw loss")
+    for p in pairs:
+        print(f"{p['a']:<{width}} vs {p['b']:<{width}}  {p['wins']:>3} {p['draws']:>4} {p['losses']:>4}")
+    print(f"{args.games} games a pair, seats swapped after each random {args.opening_plies}-ply opening")
+    for f in failures:
+        print(f"lost by rule: {f['first']} vs {f['second']}: {f['reason']}")
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from connectx_az import arena, game
+
+    if args.sims < 1:
+        raise UserError("--sims must be >= 1")
+    agent = arena.model_player(args.model, args.sims)
+    human = 0 if args.first else 1  # seat: 0 moves first
+    position, mask = game.initial()
+    print(f"you are {'X' if human == 0 else 'O'} ({'first' if human == 0 else 'second'}); "
+          "type a column 1-7, or q to quit")
+    while True:
+        observation, configuration = arena.kaggle_inputs(position, mask)
+        print(f"\n{arena.render_board(observation['board'])}")
+        over = game.outcome(position, mask)
+        if over is not None:
+            mover_is_human = (game.num_stones(mask) - 1) % 2 == human
+            print("draw" if over == 0 else "you win" if mover_is_human else "the agent wins")
+            return 0
+        if game.num_stones(mask) % 2 == human:
+            while True:
+                try:
+                    text = input("your move (1-7, q quits): ").strip().lower()
+                except EOFError:
+                    print("\nno more input: quitting")
+                    return 0
+                if text in ("q", "quit"):
+                    print("bye")
+                    return 0
+                if text.isdigit() and 1 <= int(text) <= game.COLS and game.is_legal(mask, int(text) - 1):
+                    col = int(text) - 1
+                    break
+                print(f"{text!r} is not a playable column: type 1-7 (a column that is not full) or q")
+        else:
+            col = int(agent(observation, configuration))
+            print(f"agent plays {col + 1}")
+        position, mask = game.play(position, mask, col)
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -261,6 +352,29 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=int, help="positions per set (default: all)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)
+
+    p = sub.add_parser("arena", help="round robin of models, submissions and reference players, with Elo")
+    p.add_argument("--model", nargs="*", default=[str(DEFAULT_MODEL)], metavar="PATH",
+                   help="ONNX models played by MCTS at --sims (default: the shipped model)")
+    p.add_argument("--submission", nargs="*", default=[], metavar="PATH", help="built submission.py files")
+    p.add_argument("--alphabeta", nargs="*", type=int, default=[4], metavar="DEPTH",
+                   help="reference alpha-beta players of these depths (default 4)")
+    p.add_argument("--builtin", nargs="*", choices=["random", "negamax"], default=["random", "negamax"],
+                   help="kaggle-environments' agents (default: both); give a flag no values to leave a group out")
+    p.add_argument("--games", type=int, default=10, help="games per pair, seats alternating (default 10)")
+    p.add_argument("--sims", type=int, default=200, help="MCTS simulations a move for --model (default 200)")
+    p.add_argument("--act-timeout", type=float, default=2.0,
+                   help="seconds a move, with a bank of 30 times as much for overruns (default 2)")
+    p.add_argument("--opening-plies", type=int, default=2, help="random moves opening each pair of games")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="one JSON object: ratings, pairs, games")
+    p.set_defaults(func=cmd_arena)
+
+    p = sub.add_parser("play", help="play the agent in the terminal")
+    p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--sims", type=int, default=400, help="MCTS simulations a move (default 400)")
+    p.add_argument("--first", action="store_true", help="you move first (default: the agent does)")
+    p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("plot", help="PNG training curves of a run")
     p.add_argument("run_dir")
