@@ -100,6 +100,28 @@ def submission_mistake_rates(submission: str | Path, *, limit: int | None = None
 
 # --------------------------------------------------------------------------- kaggle validation
 
+KAGGLE_BLOCKED = ("connectx_az", "onnxruntime", "torch")
+
+
+def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
+    """Python source that makes a fresh interpreter look like Kaggle's agent sandbox.
+
+    Prepend it to a child script: importing any of ``blocked`` (by top-level
+    name) raises ``ImportError``, and numpy is imported first, as Kaggle's
+    harness has it loaded before it executes a submission.
+    """
+    return (
+        "import sys\n"
+        "class _Blocker:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {tuple(blocked)!r}:\n"
+        "            raise ImportError('blocked to imitate Kaggle: ' + name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Blocker())\n"
+        "import numpy  # noqa: E402,F401\n"
+    )
+
+
 BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")
 
 

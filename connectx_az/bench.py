@@ -3,20 +3,28 @@
 ``selfplay``: network evaluations per second inside self-play next to the raw
 batched forward rate of the same network, measured in the same process.
 ``agent``: simulations per second of the submission's search for each
-inference backend, next to that backend's raw single-position rate.
+inference backend, next to that backend's raw single-position rate; then, for
+a freshly built ``submission.py`` run as Kaggle runs it (fresh interpreter,
+onnxruntime, torch and the package blocked), the load time of a game's first
+move and the process's peak memory after a few full-budget moves.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from connectx_az import game
+from connectx_az import arena, game
 
 
 def _machine() -> dict[str, Any]:
@@ -91,14 +99,19 @@ def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int
     raise ValueError(f"unknown benchmark {what!r}")
 
 
-def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int = 8) -> dict[str, Any]:
+def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int = 8,
+                num_moves: int = 3) -> dict[str, Any]:
     """Per backend: the submission search's simulations per second and the raw eval rate.
 
     Uses the agent's own evaluator factory and search settings
     (``template.CONFIG``) on Middle-Medium Pons positions, one fresh tree per
     position searched for ``seconds / num_positions``; the raw rate is
     single-position calls of the same evaluator.  Pin the process to one core
-    (``taskset -c 0``) to match Kaggle.
+    (``taskset -c 0``) to match Kaggle; the child process inherits the pinning.
+
+    Then builds ``submission.py`` for the same model and adds what
+    ``bench_submission`` measures: ``load_seconds``, ``peak_rss_mb`` and a
+    ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
     """
     from connectx_az import mcts, pons
     from connectx_az.agent import template
@@ -128,7 +141,114 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
         sims_per_s = sims / (time.perf_counter() - start)
         result[backend] = {"available": True, "sims_per_s": round(sims_per_s, 1),
                            "raw_evals_per_s": round(raw, 1), "ratio": round(sims_per_s / raw, 3)}
+    probe = bench_submission(path, num_moves=num_moves)
+    result["load_seconds"] = probe.pop("load_seconds")
+    result["peak_rss_mb"] = probe.pop("peak_rss_mb")
+    result["submission"] = probe
     return {**result, **_machine()}
+
+
+# Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle.
+# argv: submission path, number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
+_SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
+    import json, resource, sys, time
+
+    def peak_rss_mb():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+    def rss_mb():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+    submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+    rss_before = rss_mb()
+    start = time.perf_counter()
+    env = {}
+    exec(compile(open(submission).read(), submission, "exec"), env)
+    agent = [v for v in env.values() if callable(v)][-1]
+    exec_done = time.perf_counter()
+    template = env["_template"]
+    mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
+    evaluator = template.load_model()
+    decode_done = time.perf_counter()
+    # the first tiny search: one batch of leaves from the empty board
+    tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
+                             num_parallel=template.CONFIG.search.num_parallel)
+    tree = mcts.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
+    mcts.search(tree, evaluator, tiny)
+    search_done = time.perf_counter()
+    rss_loaded = rss_mb()
+
+    # full-budget moves against a fixed reply (the column left of ours, or the first open one),
+    # so the agent finds the reply in its tree and keeps growing it, as in a real game
+    position, mask, moves = 0, 0, []
+    for _ in range(num_moves):
+        board = game.to_kaggle(position, mask, 1)
+        obs = {"board": board, "mark": 1, "step": 2 * len(moves), "remainingOverageTime": overage}
+        cfg = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act_timeout, "timeout": act_timeout,
+               "episodeSteps": 1000, "runTimeout": 1200}
+        t0 = time.perf_counter()
+        col = agent(obs, cfg)
+        info = dict(template.STATE.info)
+        moves.append({"col": col, "seconds": round(time.perf_counter() - t0, 3), "source": info.get("source"),
+                      "simulations": int(info.get("simulations", 0))})
+        position, mask = game.play(position, mask, col)
+        if game.outcome(position, mask) is not None:
+            break
+        reply = next(c for c in ((col + 6) % 7, *range(7)) if game.is_legal(mask, c))
+        position, mask = game.play(position, mask, reply)
+        if game.outcome(position, mask) is not None:
+            break
+    print(json.dumps({
+        "exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
+        "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
+        "backend": template.STATE.backend, "load_error": template.STATE.load_error,
+        "rss_before_mb": rss_before, "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
+        "tree_nodes": int(template.STATE.tree.num_nodes[0]) if template.STATE.tree is not None else 0,
+        "moves": moves,
+    }))
+''')
+
+
+def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: float = 2.0,
+                     overage: float = 60.0, timeout: float = 300.0) -> dict[str, Any]:
+    """Load time and peak memory of a freshly built ``submission.py`` in a fresh interpreter.
+
+    ``load_seconds`` is executing the file (numpy already imported, as in
+    Kaggle's harness), decoding the embedded model with the numpy backend
+    (onnxruntime is blocked, as on Kaggle) and one tiny search of
+    ``num_parallel`` simulations: what a game's first move pays before it can
+    search.  ``peak_rss_mb`` is the child's ``ru_maxrss`` after ``num_moves``
+    full-budget moves at ``act_timeout`` with ``overage`` in the bank (Kaggle's
+    clock by default).  Raises ``RuntimeError`` if the child fails.
+    """
+    from connectx_az.agent import builder
+
+    with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
+        submission = Path(tmp) / "submission.py"
+        report = builder.build_submission(model, submission)
+        probe = Path(tmp) / "probe.py"
+        probe.write_text(_SUBMISSION_PROBE)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        done = subprocess.run(
+            [sys.executable, "-I", str(probe), str(submission), str(num_moves), str(act_timeout), str(overage)],
+            cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"submission probe failed: {done.stderr.strip().splitlines()[-1:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    moves = out.pop("moves")
+    return {
+        "load_seconds": round(out["load_seconds"], 3), "peak_rss_mb": round(out["peak_rss_mb"], 1),
+        "file_mb": round(report.num_bytes / 1e6, 3), "backend": out["backend"],
+        **({"load_error": out["load_error"]} if out["backend"] == "uniform" else {}),
+        **{k: round(out[k], 3) for k in ("exec_seconds", "decode_seconds", "first_search_seconds")},
+        **{k: round(out[k], 1) for k in ("rss_before_mb", "rss_loaded_mb")},
+        "num_moves": len(moves), "clock": f"{act_timeout:g}s + {overage:g}s bank",
+        "move_seconds": [m["seconds"] for m in moves], "move_simulations": [m["simulations"] for m in moves],
+        "tree_nodes": out["tree_nodes"],
+    }
 
 
 def format_result(what: str, result: dict[str, Any]) -> str:

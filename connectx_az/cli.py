@@ -175,19 +175,12 @@ def _kaggle_like_process() -> None:
 
     Only the ``eval pons --submission`` command calls this, for its own process.
     """
-    import importlib.abc
+    from connectx_az import arena
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-
-    class _Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-            if name.split(".")[0] == "onnxruntime":
-                raise ImportError("onnxruntime is blocked to measure the numpy backend")
-            return None
-
-    sys.meta_path.insert(0, _Block())
     sys.modules.pop("onnxruntime", None)
+    exec(arena.sandbox_prelude(("onnxruntime",)), {})
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
