@@ -144,7 +144,8 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         if not Path(args.submission).is_file():
             raise UserError(f"{args.submission} not found; run `make submission` first")
         _kaggle_like_process()
-        results = arena.submission_mistake_rates(args.submission, limit=args.limit, act_timeout=args.act_timeout)
+        results = arena.submission_mistake_rates(args.submission, limit=args.limit, act_timeout=args.act_timeout,
+                                                 overage=args.bank)
         table[f"submission@{args.act_timeout:g}s"] = results
     else:
         from connectx_az.export import OnnxRuntimeEvaluator
@@ -342,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--submission", help="grade this built submission.py under the Kaggle clock instead "
                    "(one core, numpy backend, loaded afresh per position)")
     e.add_argument("--act-timeout", type=float, default=2.0, help="seconds a move for --submission")
+    e.add_argument("--bank", type=float, default=0.0,
+                   help="overage bank the agent sees for --submission (default 0: the plain 2 s a move)")
     e.add_argument("--limit", type=int, help="positions per set (default: all)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)
