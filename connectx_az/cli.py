@@ -26,21 +26,18 @@ class UserError(Exception):
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError]
-    from connectx_az.config import ConfigError
-
-    errors.append(ConfigError)
+    # A build-only set-up has numpy alone: the error types of modules that need torch
+    # cannot have been raised there, so a failed import just leaves them out.
     try:
+        from connectx_az.config import ConfigError
         from connectx_az.network import CheckpointError
 
-        errors.append(CheckpointError)
-    except ImportError:  # torch is not installed: build-only set-up
-        pass
-    try:
-        from connectx_az.agent.builder import BuildError
-
-        errors.append(BuildError)
+        errors += [ConfigError, CheckpointError]
     except ImportError:
         pass
+    from connectx_az.agent.builder import BuildError
+
+    errors.append(BuildError)
     return tuple(errors)
 
 

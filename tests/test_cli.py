@@ -42,6 +42,21 @@ def test_bad_input_is_one_line_error(tmp_path: Path, args: tuple[str, ...], mess
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
 
 
+def test_build_needs_numpy_only_and_still_reports_errors_in_one_line(tmp_path: Path) -> None:
+    from connectx_az import arena
+
+    script = arena.sandbox_prelude(("torch", "onnxruntime", "onnx", "kaggle_environments")) + (
+        "from connectx_az.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([sys.executable, "-c", script, "build", "--out", str(tmp_path / "s.py")], cwd=tmp_path,
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "s.py").is_file()
+    bad = subprocess.run([sys.executable, "-c", script, "build", "--model", "missing.onnx"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
+
+
 def test_corrupt_model_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage" * 10)
