@@ -48,13 +48,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from connectx_az import config, train
 
     if args.resume:
-        ckpt = train.run(args.resume, resume=True, num_generations=args.generations, progress=not args.quiet)
+        ckpt = train.run(args.resume, resume=True, num_generations=args.generations, progress=not args.quiet,
+                         threads=args.threads, device=args.device)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
-                         progress=not args.quiet)
+                         progress=not args.quiet, threads=args.threads, device=args.device)
     print(f"checkpoint: {ckpt}")
     return 0
 
@@ -308,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init-model", help="warm start from this checkpoint's weights")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--show-config", action="store_true", help="print the resolved config first")
+    p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
+    p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 

@@ -92,7 +92,8 @@ def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
 
 def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = False,
         init_model: str | Path | None = None, num_generations: int | None = None,
-        progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None) -> Path:
+        progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
+        threads: int | None = None, device: str | None = None) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
@@ -101,7 +102,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     a new run from a checkpoint's weights (same architecture).
     ``num_generations`` stops this call early (the run itself stays resumable).
     ``on_generation`` receives each generation's metrics row once it is saved
-    (live plots in the notebook).
+    (live plots in the notebook).  ``threads`` and ``device`` override the
+    config's for this call only (resuming on another machine); they change
+    where the work runs, not what is computed, and are not saved.
     """
     run_dir = Path(run_dir)
     if resume:
@@ -117,8 +120,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         except OSError as exc:
             raise ConfigError(f"cannot write to {run_dir}: {exc.strerror}; choose a writable folder") from exc
     assert config is not None
-    torch.set_num_threads(config.threads)
-    device = resolve_device(config.device)
+    torch.set_num_threads(threads or config.threads)
+    device = resolve_device(device or config.device)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
