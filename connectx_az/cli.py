@@ -102,7 +102,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if "trained_by" in metadata:
         t = metadata.get("training", {})
         print(f"trained by: {metadata['trained_by']}: {t.get('generations')} generations, "
-              f"{t.get('games'):,} self-play games, {t.get('hours')} h on {t.get('device')}")
+              f"{t.get('games'):,} self-play games, {t.get('hours')} h")
     return 0
 
 

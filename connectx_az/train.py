@@ -166,6 +166,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             "selfplay_seconds": round(t_selfplay, 2),
             "train_seconds": round(t_train, 2),
             "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
+            "device": str(device),
+            "threads": torch.get_num_threads(),
         }
         row.update(_evaluate(evaluator, config))
         row["seconds"] = round(time.perf_counter() - t0, 2)
@@ -218,8 +220,6 @@ def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict
     if config:
         preset = preset_of(config)
         summary["simulations"] = config["mcts"]["num_simulations"]
-        summary["device"] = config["device"]
-        summary["threads"] = config["threads"]
         summary["command"] = (f"connectx-az train --preset {preset}" if preset
                               else "connectx-az train (custom settings: see config.json)")
     return summary
