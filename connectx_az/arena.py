@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import operator
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,13 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     return agents[-1]
 
 
+def _submission_backend() -> str:
+    """The backend the last loaded submission's agent used (its template module's state)."""
+    template = sys.modules.get("connectx_az_submission.template")
+    state = getattr(template, "STATE", None)
+    return str(getattr(state, "backend", "") or "unknown")
+
+
 @dataclass
 class SeatResult:
     """Games of the submission against one opponent from one seat (1 = moves first)."""
@@ -148,6 +156,7 @@ class SeatResult:
     bad_statuses: list[str] = field(default_factory=list)
     move_seconds: list[float] = field(default_factory=list)
     bank_used: list[float] = field(default_factory=list)  # seconds over actTimeout, per game
+    backends: set[str] = field(default_factory=set)  # inference backends the agent reported
 
     @property
     def num_games(self) -> int:
@@ -158,7 +167,8 @@ class SeatResult:
         return {"opponent": self.opponent, "seat": self.seat, "wins": self.wins, "draws": self.draws,
                 "losses": self.losses, "bad_statuses": self.bad_statuses,
                 "mean_move_s": round(float(np.mean(times)), 4), "max_move_s": round(float(np.max(times)), 4),
-                "max_bank_used_s": round(max(self.bank_used, default=0.0), 3)}
+                "max_bank_used_s": round(max(self.bank_used, default=0.0), 3),
+                "backends": sorted(self.backends)}
 
 
 def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", "negamax"), games: int = 20,
@@ -196,6 +206,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
                 result.bank_used.append(excess[0])
+                result.backends.add(_submission_backend())
                 final = steps[-1][seat - 1]
                 if final.status in BAD_STATUSES or final.reward is None:
                     result.bad_statuses.append(str(final.status))

@@ -111,8 +111,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
-    if hasattr(os, "sched_setaffinity"):  # one core, like Kaggle's agent sandbox
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    if args.onnxruntime:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    else:
+        _kaggle_like_process()
     results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
                              replay_dir=args.replays)
     bad = 0
@@ -121,11 +124,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps({"results": rows}))
     else:
         print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
-              f"{'bank s':>8}  other statuses")
+              f"{'bank s':>8}  {'backend':<12}other statuses")
         for r in rows:
             print(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
                   f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
-                  f"  {','.join(r['bad_statuses']) or '-'}")
+                  f"  {','.join(r['backends']):<12}{','.join(r['bad_statuses']) or '-'}")
         print("seat 1 moves first; times are per move of the submission (one core); "
               "bank s: most of the 60 s overage bank used in one game")
         print(f"replays: {args.replays}")
@@ -172,7 +175,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
 def _kaggle_like_process() -> None:
     """Make this process look like Kaggle's agent sandbox: one core, no onnxruntime.
 
-    Only the ``eval pons --submission`` command calls this, for its own process.
+    Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process.
     """
     from connectx_az import arena
 
@@ -332,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
     p.add_argument("--opponents", nargs="+", default=["random", "negamax"])
     p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
+    p.add_argument("--onnxruntime", action="store_true",
+                   help="let the agent use onnxruntime (default: blocked, numpy backend, as on Kaggle)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 

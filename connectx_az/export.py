@@ -32,12 +32,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 from onnx import numpy_helper
 
 from connectx_az import files, game
-from connectx_az.agent import onnx_numpy
+from connectx_az.agent import onnx_numpy, template
 from connectx_az.network import PolicyValueNet
 
 INPUT_NAME = "obs"
@@ -201,31 +200,19 @@ def _read_model(source: str | Path | bytes) -> tuple[bytes, str]:
     return path.read_bytes(), str(path)
 
 
-class OnnxRuntimeEvaluator:
-    """``mcts.Evaluator`` over an onnxruntime CPU session with one thread.
+class OnnxRuntimeEvaluator(template.OrtEvaluator):
+    """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
-    ``source`` is a file path or the model bytes.  Raises ``ValueError`` when
-    onnxruntime cannot load them.
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` when
+    onnxruntime cannot load the model.
     """
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = _read_model(source)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            super().__init__(data)
         except Exception as exc:  # onnxruntime raises its own exception types for bad models
             raise ValueError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
-        self.input_name = self.session.get_inputs()[0].name
-        self.output_names = [o.name for o in self.session.get_outputs()]
-
-    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
-        logits, value = self.session.run(self.output_names[:2], {self.input_name: np.asarray(obs, np.float32)})
-        return logits, value.reshape(-1)
 
 
 def model_info(path: str | Path) -> dict[str, object]:

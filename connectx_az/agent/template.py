@@ -248,8 +248,8 @@ class _UniformEvaluator:
         return np.zeros((m, game.NUM_ACTIONS), np.float32), np.zeros(m, np.float32)
 
 
-class _OrtEvaluator:
-    """onnxruntime session with one thread (only where onnxruntime imports)."""
+class OrtEvaluator:
+    """``mcts.Evaluator`` over an onnxruntime CPU session with one thread (where onnxruntime imports)."""
 
     def __init__(self, data: bytes) -> None:
         import onnxruntime
@@ -257,6 +257,7 @@ class _OrtEvaluator:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         self.input_name = self.session.get_inputs()[0].name
@@ -284,7 +285,7 @@ def _limit_blas_threads() -> None:
 
 def make_evaluator(backend: str, data: bytes):
     if backend == "onnxruntime":
-        return _OrtEvaluator(data)
+        return OrtEvaluator(data)
     if backend == "numpy":
         return onnx_numpy.NumpyOnnxModel(data)
     raise ValueError(f"unknown backend {backend!r}")
