@@ -99,10 +99,14 @@ class Tree:
     ``root int32[B]`` is the node the next search starts from; ``num_nodes int32[B]``.
     """
 
-    _FILLS = (
-        ("position", 0), ("mask", 0), ("net_value", 0), ("is_expanded", False), ("proven", _UNKNOWN),
-        ("node_visits", 0), ("node_value_sum", 0), ("children", -1), ("legal_mask", False), ("prior", 0),
-        ("visits", 0), ("value_sum", 0), ("edge_proven", _UNKNOWN), ("score_bias", 0),
+    # (name, dtype, fill, per-edge): every array of the tree, for allocation and growth.
+    _ARRAYS = (
+        ("position", np.uint64, 0, False), ("mask", np.uint64, 0, False), ("net_value", np.float32, 0, False),
+        ("is_expanded", bool, False, False), ("proven", np.float32, _UNKNOWN, False),
+        ("node_visits", np.float32, 0, False), ("node_value_sum", np.float32, 0, False),
+        ("children", np.int32, -1, True), ("legal_mask", bool, False, True), ("prior", np.float32, 0, True),
+        ("visits", np.float32, 0, True), ("value_sum", np.float32, 0, True),
+        ("edge_proven", np.float32, _UNKNOWN, True), ("score_bias", np.float32, 0, True),
     )
 
     def __init__(self, position: np.ndarray, mask: np.ndarray, capacity: int = 64) -> None:
@@ -112,20 +116,8 @@ class Tree:
             raise ValueError("position and mask must be 1-d arrays of the same length")
         b = position.shape[0]
         n = max(int(capacity), 2)
-        self.position = np.zeros((b, n), np.uint64)
-        self.mask = np.zeros((b, n), np.uint64)
-        self.net_value = np.zeros((b, n), np.float32)
-        self.is_expanded = np.zeros((b, n), bool)
-        self.proven = np.full((b, n), _UNKNOWN, np.float32)
-        self.node_visits = np.zeros((b, n), np.float32)
-        self.node_value_sum = np.zeros((b, n), np.float32)
-        self.children = np.full((b, n, A), -1, np.int32)
-        self.legal_mask = np.zeros((b, n, A), bool)
-        self.prior = np.zeros((b, n, A), np.float32)
-        self.visits = np.zeros((b, n, A), np.float32)
-        self.value_sum = np.zeros((b, n, A), np.float32)
-        self.edge_proven = np.full((b, n, A), _UNKNOWN, np.float32)
-        self.score_bias = np.zeros((b, n, A), np.float32)
+        for name, dtype, fill, per_edge in self._ARRAYS:
+            setattr(self, name, np.full((b, n, A) if per_edge else (b, n), fill, dtype))
         self.root = np.zeros(b, np.int32)
         self.num_nodes = np.ones(b, np.int32)
         self._init_nodes(np.arange(b), np.zeros(b, np.intp), position, mask)
@@ -153,7 +145,7 @@ class Tree:
         if need <= self.capacity:
             return
         new_n = max(need, 2 * self.capacity)
-        for name, fill in self._FILLS:
+        for name, _, fill, _ in self._ARRAYS:
             old = getattr(self, name)
             grown = np.full((old.shape[0], new_n) + old.shape[2:], fill, old.dtype)
             grown[:, : old.shape[1]] = old
