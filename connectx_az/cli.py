@@ -48,7 +48,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from connectx_az import config, train
 
     if args.resume:
-        ckpt = train.run(args.resume, resume=True, num_generations=args.generations, progress=not args.quiet,
+        cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
+        if args.show_config and cfg is not None:
+            print(json.dumps(config.to_dict(cfg), indent=2))
+        ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
                          threads=args.threads, device=args.device)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
@@ -307,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="cpu", help="smoke, cpu or gpu (default cpu)")
     p.add_argument("--config", help="TOML file of settings applied over the preset")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. mcts.num_simulations=400 (repeatable)")
+                   help="override a setting, e.g. mcts.num_simulations=400 (repeatable); with --resume it "
+                        "changes the run's saved settings, e.g. num_generations=120 to extend it")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--init-model", help="warm start from this checkpoint's weights")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,9 @@ class SelfPlayConfig:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
 
 
+LR_SCHEDULES = ("constant", "cosine")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Optimisation of each generation."""
@@ -52,14 +56,45 @@ class TrainConfig:
     replay_generations: int = 10
     replay_max_positions: int = 300_000
     dedupe: bool = True
+    # Learning-rate schedule over generations: "constant" (``lr`` throughout) or
+    # "cosine" (``lr`` at ``lr_schedule_start``, falling to ``lr_min`` at the run's
+    # last generation; constant ``lr`` before the start).
+    lr_schedule: str = "constant"
+    lr_min: float = 1e-4
+    lr_schedule_start: int = 0
+    # Value target: (1 - value_mix) * game result + value_mix * root search value.
+    value_mix: float = 0.0
+    # Growing replay window: 0 keeps ``replay_generations`` throughout; g > 0 lets the
+    # window grow by g generations per generation, from 1 up to ``replay_generations``.
+    replay_growth: float = 0.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
             raise ValueError("train.batch_size must be >= 1 and train.steps_per_generation >= 0")
-        if self.lr <= 0:
-            raise ValueError("train.lr must be > 0")
+        if self.lr <= 0 or self.lr_min <= 0:
+            raise ValueError("train.lr and train.lr_min must be > 0")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"train.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, not {self.lr_schedule!r}")
         if self.replay_generations < 1 or self.replay_max_positions < 1:
             raise ValueError("train.replay_generations and train.replay_max_positions must be >= 1")
+        if not 0 <= self.value_mix <= 1:
+            raise ValueError("train.value_mix must be in [0, 1]")
+        if self.replay_growth < 0:
+            raise ValueError("train.replay_growth must be >= 0")
+
+    def lr_at(self, generation: int, num_generations: int) -> float:
+        """The learning rate of ``generation`` in a run of ``num_generations``."""
+        if self.lr_schedule == "constant" or generation < self.lr_schedule_start:
+            return self.lr
+        span = max(num_generations - 1 - self.lr_schedule_start, 1)
+        t = min((generation - self.lr_schedule_start) / span, 1.0)
+        return self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * t))
+
+    def window_at(self, generation: int) -> int:
+        """How many generations of shards generation ``generation`` trains on."""
+        if self.replay_growth <= 0:
+            return self.replay_generations
+        return max(1, min(self.replay_generations, 1 + int(generation * self.replay_growth)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +226,17 @@ def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
             values = _merge(values, tomllib.loads(Path(toml_path).read_text()))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {toml_path}: {exc}") from exc
+    return from_dict(apply_overrides(values, overrides))
+
+
+def override(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    """``config`` with ``key=value`` overrides applied, validated."""
+    return from_dict(apply_overrides(to_dict(config), overrides))
+
+
+def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """A copy of config dict ``values`` with ``key=value`` overrides applied (types kept)."""
+    values = json.loads(json.dumps(values))
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep:
@@ -204,7 +250,7 @@ def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
         if parts[-1] not in node or isinstance(node[parts[-1]], dict):
             raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
         node[parts[-1]] = _parse_value(text.strip(), node[parts[-1]])
-    return from_dict(values)
+    return values
 
 
 def preset_of(values: dict[str, Any]) -> str | None:

@@ -1,7 +1,9 @@
 """The replay window: one ``.npz`` shard per generation on disk, the newest few in memory.
 
 A shard holds ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
-(side to move) for all of one generation's recorded positions.  Shards are
+(game result) and ``root_value float32[T]`` (search value), both from the side to
+move, for all of one generation's recorded positions (shards written before
+``root_value`` was stored lack it; their value target is the game result alone).  Shards are
 written atomically (temp file, then rename) and never pickled
 (``allow_pickle=False``), so a killed run leaves whole shards only.
 
@@ -66,8 +68,10 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
     obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
+    root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
     files.atomic_write(path, lambda f: np.savez_compressed(
-        f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32)))
+        f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
+        root_value=root_value.astype(np.float32)))
     return path
 
 
@@ -80,9 +84,10 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
-                max_positions: int, dedupe: bool) -> ReplayData:
+                max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped.
 
+    The value target is ``(1 - value_mix) * result + value_mix * root_value``.
     Shards of later generations (left by a run killed mid-generation) are ignored.
     """
     shards = list_shards(replay_dir)
@@ -93,7 +98,10 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
         with np.load(shards[g], allow_pickle=False) as data:
             obs.append(data["obs"])
             policy.append(data["policy"])
-            value.append(data["value"])
+            result = data["value"]
+            if value_mix > 0 and "root_value" in data.files:
+                result = ((1 - value_mix) * result + value_mix * data["root_value"]).astype(np.float32)
+            value.append(result)
         total += len(value[-1])
         if total >= max_positions:
             break

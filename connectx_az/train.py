@@ -97,8 +97,10 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
-    folder must not already hold a run.  ``resume=True``: the saved config is
-    used and training continues from the checkpoint.  ``init_model`` warm-starts
+    folder must not already hold a run.  ``resume=True``: training continues from
+    the checkpoint with the saved config, or with ``config`` if one is given (to
+    extend a run or change its schedule: same network only; it replaces
+    ``config.json`` before any work).  ``init_model`` warm-starts
     a new run from a checkpoint's weights (same architecture).
     ``num_generations`` stops this call early (the run itself stays resumable).
     ``on_generation`` receives each generation's metrics row once it is saved
@@ -108,7 +110,15 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     """
     run_dir = Path(run_dir)
     if resume:
-        config = load_config(run_dir)
+        saved = load_config(run_dir)
+        if config is None:
+            config = saved
+        elif config != saved:
+            if config.net != saved.net:
+                raise ConfigError(f"{run_dir} was trained with net {asdict(saved.net)}; a resumed run "
+                                  "keeps its network (start a new run with --init-model instead)")
+            save_config(config, run_dir)
+            log.info("resuming %s with a changed config", run_dir)
     else:
         if config is None:
             raise ConfigError("a new run needs a config (choose a --preset)")
@@ -152,8 +162,12 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         t_selfplay = time.perf_counter() - t0
         replay.write_shard(run_dir / "replay", generation, records)
         data = replay.load_window(run_dir / "replay", up_to_generation=generation,
-                                  num_generations=config.train.replay_generations,
-                                  max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe)
+                                  num_generations=config.train.window_at(generation),
+                                  max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
+                                  value_mix=config.train.value_mix)
+        lr = config.train.lr_at(generation, config.num_generations)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         t1 = time.perf_counter()
         losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
                              rng, device, progress=progress)
@@ -163,6 +177,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             **asdict(stats),
             **losses,
             "replay_positions": len(data),
+            "lr": lr,
             "selfplay_seconds": round(t_selfplay, 2),
             "train_seconds": round(t_train, 2),
             "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),

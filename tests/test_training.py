@@ -147,3 +147,51 @@ def test_mcts_with_a_network_is_legal_everywhere() -> None:
     mcts.search(tree, TorchEvaluator(net), mcts.SearchConfig(num_simulations=50))
     assert game.is_legal(mask, int(mcts.best_cols(tree)[0]))
     assert tree.root_visits()[0, 0] == 0 and tree.root_visits()[0, 1] == 0
+
+
+def test_cosine_schedule_runs_from_lr_to_lr_min_after_its_start() -> None:
+    cfg = config.make_config("smoke", overrides=["train.lr_schedule=cosine", "train.lr=0.002", "train.lr_min=0.0001",
+                                                 "train.lr_schedule_start=10"]).train
+    assert cfg.lr_at(0, 30) == cfg.lr_at(10, 30) == 0.002
+    assert cfg.lr_at(29, 30) == pytest.approx(0.0001)
+    rates = [cfg.lr_at(g, 30) for g in range(10, 30)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert config.make_config("smoke").train.lr_at(29, 30) == config.make_config("smoke").train.lr
+    with pytest.raises(config.ConfigError, match="lr_schedule must be one of constant, cosine"):
+        config.make_config("smoke", overrides=["train.lr_schedule=linear"])
+
+
+def test_growing_window_starts_at_one_generation() -> None:
+    fixed = config.make_config("cpu").train
+    assert [fixed.window_at(g) for g in (0, 5, 50)] == [8, 8, 8]
+    growing = config.make_config("cpu", overrides=["train.replay_growth=0.5"]).train
+    assert [growing.window_at(g) for g in (0, 1, 2, 6, 14, 50)] == [1, 1, 2, 4, 8, 8]
+
+
+def test_value_mix_blends_result_and_search_value(tmp_path: Path) -> None:
+    obs = np.zeros((2, 2, 6, 7), np.uint8)
+    obs[1, 0, 5, 3] = 1
+    policy = np.full((2, 7), 1 / 7, np.float32)
+    record = selfplay.GameRecord(obs, policy, np.array([1, -1], np.float32), np.array([0.2, -0.6], np.float32), 2, 1)
+    replay.write_shard(tmp_path, 0, [record])
+    window = {"up_to_generation": 0, "num_generations": 1, "max_positions": 10, "dedupe": False}
+    np.testing.assert_allclose(replay.load_window(tmp_path, **window).value, [1, -1])
+    np.testing.assert_allclose(replay.load_window(tmp_path, **window, value_mix=0.5).value, [0.6, -0.8], atol=1e-6)
+
+
+def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Path) -> None:
+    from connectx_az import train
+
+    run_dir = tmp_path / "run"
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    train.run(run_dir, cfg, progress=False)
+    longer = config.override(config.load_config(run_dir), ["num_generations=2", "train.lr_schedule=cosine"])
+    train.run(run_dir, longer, resume=True, progress=False)
+    assert config.load_config(run_dir) == longer
+    rows = train.read_metrics(run_dir)
+    assert [r["generation"] for r in rows] == [0, 1]
+    assert rows[1]["lr"] == pytest.approx(longer.train.lr_min)
+    wider = config.override(longer, ["num_generations=3", "net.num_filters=32"])
+    with pytest.raises(config.ConfigError, match="keeps its network"):
+        train.run(run_dir, wider, resume=True, progress=False)
+    assert config.load_config(run_dir) == longer
