@@ -155,7 +155,7 @@ def test_cosine_schedule_runs_from_lr_to_lr_min_after_its_start() -> None:
     assert cfg.lr_at(0, 30) == cfg.lr_at(10, 30) == 0.002
     assert cfg.lr_at(29, 30) == pytest.approx(0.0001)
     rates = [cfg.lr_at(g, 30) for g in range(10, 30)]
-    assert all(a > b for a, b in zip(rates, rates[1:]))
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
     assert config.make_config("smoke").train.lr_at(29, 30) == config.make_config("smoke").train.lr
     with pytest.raises(config.ConfigError, match="lr_schedule must be one of constant, cosine"):
         config.make_config("smoke", overrides=["train.lr_schedule=linear"])
