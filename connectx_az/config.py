@@ -21,26 +21,7 @@ from typing import Any
 from connectx_az import files
 from connectx_az.mcts import SearchConfig
 from connectx_az.network import NetConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class SelfPlayConfig:
-    """How each generation's games are played."""
-
-    num_games: int = 256
-    num_parallel_games: int = 128
-    temperature_plies: int = 8
-    # Playout cap randomization (Wu 2019): most moves use a cheap search and are
-    # not trained on; a fraction ``full_search_prob`` use the full budget.
-    full_search_prob: float = 1.0
-    fast_simulations: int = 32
-
-    def __post_init__(self) -> None:
-        if self.num_games < 1 or self.num_parallel_games < 1:
-            raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
-        if not 0 < self.full_search_prob <= 1:
-            raise ValueError("selfplay.full_search_prob must be in (0, 1]")
-
+from connectx_az.selfplay import SelfPlayConfig
 
 LR_SCHEDULES = ("constant", "cosine")
 

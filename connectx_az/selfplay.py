@@ -20,7 +20,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from connectx_az import game, mcts
-from connectx_az.config import SelfPlayConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfPlayConfig:
+    """How each generation's games are played.
+
+    It lives here, beside the code that reads it (as ``mcts.SearchConfig`` does),
+    not in ``config`` (which imports torch through ``network``).
+    """
+
+    num_games: int = 256
+    num_parallel_games: int = 128
+    temperature_plies: int = 8
+    # Playout cap randomization (Wu 2019): most moves use a cheap search and are
+    # not trained on; a fraction ``full_search_prob`` use the full budget.
+    full_search_prob: float = 1.0
+    fast_simulations: int = 32
+
+    def __post_init__(self) -> None:
+        if self.num_games < 1 or self.num_parallel_games < 1:
+            raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
+        if not 0 < self.full_search_prob <= 1:
+            raise ValueError("selfplay.full_search_prob must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -131,7 +153,7 @@ def play_games(
             if on_game_done is not None:
                 on_game_done(record)
         in_flight = still
-    return records, _stats(records, counter.num_evaluations)
+    return records, summarize(records, counter.num_evaluations)
 
 
 def _finish(g: _Game, result: int) -> GameRecord:
@@ -151,7 +173,8 @@ def _finish(g: _Game, result: int) -> GameRecord:
     )
 
 
-def _stats(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
+def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
+    """The statistics of a batch of finished games that cost ``num_evaluations`` network positions."""
     n = max(len(records), 1)
     return SelfPlayStats(
         num_games=len(records),
