@@ -3,7 +3,8 @@
 Every move of every game in flight is searched together: one ``mcts.Tree`` of
 ``B`` roots, so each simulation step sends up to ``B`` new leaves to the
 network at once.  Finished games are replaced by new ones until the
-generation's quota is started.
+generation's quota is started.  ``workers`` runs this in several processes
+that share one network (``SelfPlayConfig.num_workers``).
 
 Training targets (AlphaZero): the root visit distribution as the policy, the
 game's final result as the value, both from the side to move at that position.
@@ -27,7 +28,7 @@ class SelfPlayConfig:
     """How each generation's games are played.
 
     It lives here, beside the code that reads it (as ``mcts.SearchConfig`` does),
-    not in ``config`` (which imports torch through ``network``).
+    so that self-play worker processes can receive it without importing torch.
     """
 
     num_games: int = 256
@@ -37,12 +38,18 @@ class SelfPlayConfig:
     # not trained on; a fraction ``full_search_prob`` use the full budget.
     full_search_prob: float = 1.0
     fast_simulations: int = 32
+    # 0: all games in this process.  W >= 1: W worker processes do the tree work,
+    # each with ``num_parallel_games`` in flight, and this process runs the network
+    # on their leaves in large batches (see ``workers``).  The games depend on W.
+    num_workers: int = 0
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
             raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
         if not 0 < self.full_search_prob <= 1:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
+        if self.num_workers < 0:
+            raise ValueError("selfplay.num_workers must be >= 0 (0 plays in this process)")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from connectx_az import replay, selfplay
+from connectx_az import replay, workers
 from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
 from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint, load_into, save_checkpoint
 
@@ -157,8 +157,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         torch.manual_seed(config.seed * 1_000_003 + generation)
         with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
                   disable=not progress) as bar:
-            records, stats = selfplay.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                 config.mcts, rng, on_game_done=lambda _: bar.update(1))
+            records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
+                                                config.mcts, rng, on_game_done=lambda _: bar.update(1))
         t_selfplay = time.perf_counter() - t0
         replay.write_shard(run_dir / "replay", generation, records)
         data = replay.load_window(run_dir / "replay", up_to_generation=generation,

@@ -1,0 +1,181 @@
+"""Self-play across worker processes: the same games as in-process, reproducible, and no hangs or orphans."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectx_az import config, selfplay, train, workers
+from connectx_az.network import PolicyValueNet, TorchEvaluator
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = config.make_config("smoke")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """The network is tiny: one thread, so that a loaded machine does not make it crawl."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _evaluator() -> TorchEvaluator:
+    import torch
+
+    torch.manual_seed(0)
+    return TorchEvaluator(PolicyValueNet(SMOKE.net))
+
+
+def _play(num_workers: int, num_games: int, seed: int = 0, evaluator: object | None = None,
+          **selfplay_settings: int) -> tuple[list[selfplay.GameRecord], selfplay.SelfPlayStats, int]:
+    settings = dataclasses.replace(SMOKE.selfplay, num_workers=num_workers, **selfplay_settings)
+    done = []
+    records, stats = workers.play_games(evaluator or _evaluator(), num_games, settings, SMOKE.mcts,
+                                        np.random.default_rng(seed), on_game_done=done.append)
+    return records, stats, len(done)
+
+
+def _assert_same_games(a: list[selfplay.GameRecord], b: list[selfplay.GameRecord]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        for name in ("obs", "policy", "value", "root_value"):
+            np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+        assert (x.num_plies, x.first_player_result) == (y.num_plies, y.first_player_result)
+
+
+def test_two_workers_make_consistent_records_reproducibly() -> None:
+    records, stats, num_reported = _play(2, 7)
+    assert stats.num_games == 7 == len(records) == num_reported
+    assert stats.num_positions == sum(len(r.value) for r in records) > 0
+    assert stats.num_evaluations > stats.num_positions
+    for r in records:
+        t = len(r.value)
+        assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
+        np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
+        assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
+        assert r.obs[0].sum() == 0
+        assert r.value[0] == r.first_player_result
+        assert np.all(r.value[1:] == -r.value[:-1])
+    # Each batch is fixed by the workers' requests, never by timing (see workers'
+    # docstring), so on CPU the same seed and worker count give the same games.
+    again, again_stats, _ = _play(2, 7)
+    _assert_same_games(records, again)
+    assert again_stats == stats
+    assert not multiprocessing.active_children()
+
+
+def test_one_worker_plays_exactly_the_in_process_games() -> None:
+    # The remote evaluator is exact: one worker's batches are its own, as in-process.
+    records, stats, _ = _play(1, 5, seed=3)
+    seed = workers.worker_seeds(np.random.default_rng(3), 1)[0]
+    expected, expected_stats = selfplay.play_games(_evaluator(), 5, SMOKE.selfplay, SMOKE.mcts,
+                                                   np.random.default_rng(seed))
+    _assert_same_games(records, expected)
+    assert stats == expected_stats
+
+
+def test_games_are_split_evenly_and_the_setting_is_checked() -> None:
+    assert workers.split_games(7, 2) == [4, 3]
+    assert workers.split_games(2, 4) == [1, 1]
+    with pytest.raises(config.ConfigError, match="num_workers must be >= 0"):
+        config.make_config("smoke", overrides=["selfplay.num_workers=-1"])
+
+
+class _WrongShapeEvaluator:
+    """Answers 6 logits a position: the workers' evaluator must refuse it."""
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((len(obs), 6), np.float32), np.zeros(len(obs), np.float32)
+
+
+def test_a_failing_worker_raises_in_the_parent_with_its_traceback() -> None:
+    with pytest.raises(workers.WorkerError, match=r"(?s)worker \d failed:.*Traceback.*expected logits"):
+        _play(2, 4, evaluator=_WrongShapeEvaluator())
+    assert not multiprocessing.active_children()
+
+
+def test_a_killed_worker_does_not_hang_the_parent() -> None:
+    def kill_workers(_: selfplay.GameRecord) -> None:
+        for child in multiprocessing.active_children():
+            os.kill(child.pid, signal.SIGKILL)
+
+    settings = dataclasses.replace(SMOKE.selfplay, num_workers=2, num_parallel_games=2)
+    start = time.perf_counter()
+    with pytest.raises(workers.WorkerError, match="died"):
+        # 8 games a worker, 2 at a time: both still have games to play after the first one ends.
+        workers.play_games(_evaluator(), 16, settings, SMOKE.mcts, np.random.default_rng(0),
+                           on_game_done=kill_workers)
+    assert time.perf_counter() - start < 10
+    assert not multiprocessing.active_children()
+
+
+# Plays with a uniform numpy evaluator, prints its workers' pids at the first finished game, then
+# dies by SIGKILL (no clean-up of any kind).  It also checks that what a worker imports has no torch.
+_KILLED_PARENT = """
+import os, signal, sys
+import numpy as np
+from connectx_az import mcts, selfplay, workers
+
+class Uniform:
+    def evaluate(self, obs):
+        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
+
+def die(_):
+    import multiprocessing
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+assert "torch" not in sys.modules
+settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
+workers.play_games(Uniform(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
+                   on_game_done=die)
+"""
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"  # an exited worker may wait a moment as a zombie for its new parent to reap it
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_workers_exit_when_the_parent_is_killed() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _KILLED_PARENT], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.time() + 10
+    while any(_is_running(pid) for pid in pids):
+        assert time.time() < deadline, "workers outlived their killed parent"
+        time.sleep(0.05)
+
+
+def test_training_with_workers_completes_a_generation_and_resumes(tmp_path: Path) -> None:
+    cfg = config.make_config("smoke", overrides=["num_generations=2", "eval_positions=0",
+                                                 "selfplay.num_workers=2", "selfplay.num_games=6"])
+    run_dir = tmp_path / "run"
+    train.run(run_dir, cfg, num_generations=1, progress=False)
+    assert [r["generation"] for r in train.read_metrics(run_dir)] == [0]
+    train.run(run_dir, resume=True, progress=False)
+    rows = train.read_metrics(run_dir)
+    assert [r["generation"] for r in rows] == [0, 1]
+    assert all(r["num_games"] == 6 for r in rows)
+    assert config.load_config(run_dir).selfplay.num_workers == 2
+    assert not multiprocessing.active_children()
