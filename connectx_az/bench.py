@@ -1,7 +1,8 @@
 """Speed benchmarks that print measured figures (``connectx-az bench ...``).
 
 ``selfplay``: network evaluations per second inside self-play next to the raw
-batched forward rate of the same network, measured in the same process.
+batched forward rate of the same network, measured in the same process; with
+worker processes, the tree work runs in them and the network here.
 ``agent``: simulations per second of the submission's search for each
 inference backend, next to that backend's raw single-position rate; then, for
 a freshly built ``submission.py`` run as Kaggle runs it (fresh interpreter,
@@ -44,14 +45,21 @@ def rate(fn: Any, per_call: int, seconds: float) -> float:
 
 
 def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str | Path | None = None,
-                   overrides: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Self-play throughput of ``preset`` against the raw forward rate of its network."""
+                   overrides: tuple[str, ...] = (), num_workers: int = 0) -> dict[str, Any]:
+    """Self-play throughput of ``preset`` against the raw forward rate of its network.
+
+    Plays one wave of games: ``batch`` (the preset's games in flight) in this
+    process, or with ``num_workers`` W >= 1 worker processes (``workers``) W
+    waves of ``batch`` at once, their start-up included as in training.  The raw
+    rate is measured at ``raw_batch``, the largest batch self-play sends: the
+    games in flight of one of the server's two groups of workers.
+    """
     import torch
 
-    from connectx_az import config, export, selfplay, train
+    from connectx_az import config, export, train, workers
     from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint
 
-    cfg = config.make_config(preset, overrides=list(overrides))
+    cfg = config.make_config(preset, overrides=[*overrides, f"selfplay.num_workers={num_workers}"])
     torch.set_num_threads(cfg.threads)
     device = train.resolve_device(cfg.device)
     if checkpoint is not None and Path(checkpoint).is_file():
@@ -62,18 +70,20 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     evaluator = TorchEvaluator(net, device)
     rng = np.random.default_rng(0)
     batch = cfg.selfplay.num_parallel_games
-    obs = export.random_positions(batch, rng)
-    raw = rate(lambda: evaluator.evaluate(obs), batch, seconds)
-    num_games = batch
+    raw_batch = batch * max(1, (num_workers + 1) // 2)
+    obs = export.random_positions(raw_batch, rng)
+    raw = rate(lambda: evaluator.evaluate(obs), raw_batch, seconds)
+    num_games = batch * max(1, num_workers)
     start = time.perf_counter()
-    _, stats = selfplay.play_games(evaluator, num_games, cfg.selfplay, cfg.mcts, rng)
+    _, stats = workers.play_games(evaluator, num_games, cfg.selfplay, cfg.mcts, rng)
     elapsed = time.perf_counter() - start
     sp_rate = stats.num_evaluations / elapsed
     return {
         "preset": preset, "net": net.config.label, "device": str(device), "threads": cfg.threads,
-        "batch": batch, "simulations": cfg.mcts.num_simulations,
+        "workers": num_workers, "batch": batch, "raw_batch": raw_batch, "simulations": cfg.mcts.num_simulations,
         "raw_evals_per_s": round(raw, 1), "selfplay_evals_per_s": round(sp_rate, 1),
         "ratio": round(sp_rate / raw, 3),
+        "positions_per_s": round(stats.num_positions / elapsed, 1),
         "games_per_hour": round(stats.num_games / elapsed * 3600),
         "positions_per_hour": round(stats.num_positions / elapsed * 3600),
         "mean_game_length": round(stats.mean_length, 1),
@@ -81,17 +91,28 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     }
 
 
-def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None) -> dict[str, Any]:
-    """One benchmark's figures; ``batches`` (selfplay) adds one row per games-in-flight count."""
+_SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio",
+                 "positions_per_s", "games_per_hour", "positions_per_hour")
+
+
+def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None,
+        workers: list[int] | None = None) -> dict[str, Any]:
+    """One benchmark's figures.
+
+    ``batches`` and ``workers`` (selfplay) add one row per (worker-process count,
+    games-in-flight count); either alone varies just that one.
+    """
     if what == "selfplay":
         ckpt = Path(model).with_suffix(".pt")
         ckpt_arg = ckpt if ckpt.is_file() else None
         result = bench_selfplay(seconds=seconds, checkpoint=ckpt_arg)
-        if batches:
+        if batches or workers:
+            settings = [(w, b) for w in workers or [0] for b in batches or [None]]
             result["scaling"] = [
-                {k: r[k] for k in ("batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio", "positions_per_hour")}
-                for r in (bench_selfplay(seconds=seconds, checkpoint=ckpt_arg,
-                                         overrides=(f"selfplay.num_parallel_games={b}",)) for b in batches)
+                {k: r[k] for k in _SCALING_KEYS}
+                for r in (bench_selfplay(seconds=seconds, checkpoint=ckpt_arg, num_workers=w,
+                                         overrides=(f"selfplay.num_parallel_games={b}",) if b else ())
+                          for w, b in settings)
             ]
         return result
     if what == "agent":

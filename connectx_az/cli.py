@@ -200,7 +200,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from connectx_az import bench
 
-    result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch)
+    result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
+                       workers=args.workers)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -391,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=str(DEFAULT_MODEL))
     p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
+    p.add_argument("--workers", type=int, nargs="*",
+                   help="selfplay: also measure these worker-process counts (0: in this process), "
+                        "each with every --batch")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser
