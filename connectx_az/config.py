@@ -235,7 +235,15 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
 
 
 def preset_of(values: dict[str, Any]) -> str | None:
-    """The preset whose settings ``values`` (a saved config) has, seed aside, or None."""
+    """The preset whose settings ``values`` (a saved config) has, seed aside, or None.
+
+    ``values`` is completed with today's defaults first, so a config saved before a
+    setting existed still matches its preset.
+    """
+    try:
+        values = to_dict(from_dict(values))
+    except ConfigError:
+        return None
     for name in PRESETS:
         preset = to_dict(make_config(name))
         if {**preset, "seed": 0} == {**values, "seed": 0}:

@@ -195,3 +195,10 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
     with pytest.raises(config.ConfigError, match="keeps its network"):
         train.run(run_dir, wider, resume=True, progress=False)
     assert config.load_config(run_dir) == longer
+
+
+def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
+    saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
+    del saved["train"]["lr_schedule"], saved["selfplay"]["num_workers"]
+    assert config.preset_of(saved) == "cpu"
+    assert config.preset_of({**saved, "num_generations": 7}) is None
