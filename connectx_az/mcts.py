@@ -11,9 +11,12 @@ One simulation step selects ``num_parallel`` leaves in every tree (with a
 virtual loss between them), evaluates all new leaves in **one** network call,
 then backs up.  Self-play runs hundreds of trees with one leaf each; the
 single-game agent runs one tree with several leaves each, so both keep the
-network busy with batches.  With one tree the walk down uses scalar indexing
-(``_select_one``) instead of the batched gathers (``_select``); both score
-edges with the same ``_puct_score``, so they pick the same leaves.
+network busy with batches.  With one tree (the agent) numpy's per-call cost
+on 7-wide rows would outweigh the arithmetic, so the walk down
+(``_select_one``) scores each node on Python floats (``_puct_argmax``) and
+new leaves are made in Python (``_add_leaves_one``); the scores are float64
+in the same operation order as the batched ``_puct_score``, so one tree
+searched alone and the same tree searched in a batch grow bit for bit alike.
 
 Terminal positions are scored by the rules, never by the network.  Proven
 results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
@@ -217,7 +220,11 @@ def expand(
     if not live.any():
         return
     key = np.unique(b[live].astype(np.int64) * tree.capacity + node[live])
-    b, node = key // tree.capacity, key % tree.capacity
+    _evaluate(tree, key // tree.capacity, key % tree.capacity, evaluator)
+
+
+def _evaluate(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evaluator) -> None:
+    """``expand`` for distinct open nodes, in the order given (``expand`` sorts them)."""
     position, mask = tree.position[b, node], tree.mask[b, node]
     logits, value = evaluator.evaluate(game.encode(position, mask))
     tree.prior[b, node] = masked_softmax(np.asarray(logits), tree.legal_mask[b, node])
@@ -241,21 +248,44 @@ def _puct_score(
     value_sum: np.ndarray,
     prior: np.ndarray,
     score_bias: np.ndarray,
-    node_visits: np.ndarray | np.float32,
-    node_value: np.ndarray | np.float32,
+    node_visits: np.ndarray,
+    node_value: np.ndarray,
     config: SearchConfig,
 ) -> np.ndarray:
-    """``float32[..., A]`` PUCT score of each edge, from the side to move at its node.
+    """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
-    Edge statistics are ``[..., A]``; ``node_visits`` and ``node_value`` (the
-    net value plus ``node_value_sum``) broadcast against them: ``[..., 1]`` for
-    many nodes, float32 scalars for one, so both give the same bits.
+    Edge statistics are ``float32[M, A]``, ``node_visits`` is ``float32[M]``
+    and ``node_value`` (the net value plus ``node_value_sum``) ``float64[M]``.
+    The arithmetic is float64, in the same order as ``_puct_argmax`` does it
+    on Python floats for one node, so both walks pick the same edges.
     """
-    parent_value = node_value / (1.0 + node_visits)
+    visits = visits.astype(np.float64)
+    node_visits = node_visits.astype(np.float64)[:, None]
+    fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
     visited = visits > 0
-    q = np.where(visited, value_sum / np.maximum(visits, 1e-9), parent_value - config.fpu_reduction)
-    u = prior * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
-    return q + u + score_bias
+    q = np.where(visited, value_sum.astype(np.float64) / np.where(visited, visits, 1.0), fpu_value)
+    u = prior.astype(np.float64) * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
+    return q + u + score_bias.astype(np.float64)
+
+
+def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
+                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
+    """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``).
+
+    On a 7-wide row numpy's per-call cost outweighs the arithmetic several
+    times over; this gives the same scores (float64, same operation order)
+    and the same choice (the first of equal maxima).
+    """
+    fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
+    scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
+    best, best_score = 0, -np.inf
+    for action in range(A):
+        n = visits[action]
+        score = (value_sum[action] / n if n > 0 else fpu_value) + prior[action] * (scale / (1.0 + n)) \
+            + score_bias[action]
+        if score > best_score:
+            best, best_score = action, score
+    return best
 
 
 def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
@@ -270,48 +300,57 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
     ``_add_virtual_loss``) so that later walks spread out.
     """
     n_slots = tree.capacity
-    # Gathers go through flat ``b * N + node`` rows: one index array instead of two.
+    # Gathers go through flat ``b * N + node`` rows and ``row * A + action``
+    # edges with ``take``: one 1-d index instead of two, and ``take`` copies
+    # rows several times faster than fancy indexing does.
     visits, value_sum = tree.visits.reshape(-1, A), tree.value_sum.reshape(-1, A)
     prior, score_bias = tree.prior.reshape(-1, A), tree.score_bias.reshape(-1, A)
-    children = tree.children.reshape(-1, A)
+    children = tree.children.reshape(-1)
     node_visits, node_value_sum = tree.node_visits.reshape(-1), tree.node_value_sum.reshape(-1)
     net_value, proven = tree.net_value.reshape(-1), tree.proven.reshape(-1)
     is_expanded = tree.is_expanded.reshape(-1)
+    edge_arrays = (tree.visits.reshape(-1), tree.value_sum.reshape(-1), node_visits, node_value_sum)
     depth[:] = 0
     for walk in range(path_node.shape[0]):
+        walk_node, walk_action, walk_depth = path_node[walk].T, path_action[walk].T, depth[walk]
         idx = np.arange(tree.batch_size)
-        row = idx * n_slots + tree.root
-        live = np.isnan(proven[row])
-        idx, row = idx[live], row[live]
+        node = tree.root.astype(np.intp)
+        row = idx * n_slots + node
+        live = np.isnan(proven.take(row))
+        idx, node, row = idx[live], node[live], row[live]
         for d in range(_MAX_DEPTH):
             if idx.size == 0:
                 break
-            node_value = (net_value[row] + node_value_sum[row])[:, None]
-            score = _puct_score(visits[row], value_sum[row], prior[row], score_bias[row],
-                                node_visits[row][:, None], node_value, config)
+            node_value = net_value.take(row).astype(np.float64) + node_value_sum.take(row)
+            score = _puct_score(visits.take(row, axis=0), value_sum.take(row, axis=0), prior.take(row, axis=0),
+                                score_bias.take(row, axis=0), node_visits.take(row), node_value, config)
             action = score.argmax(axis=1)
+            edge = row * A + action
             if virtual_loss:
-                _add_virtual_loss(visits, value_sum, node_visits, node_value_sum, row, action, virtual_loss)
-            path_node[walk, idx, d] = row - idx * n_slots
-            path_action[walk, idx, d] = action
-            depth[walk, idx] = d + 1
-            nxt = children[row, action]
-            nxt_row = idx * n_slots + np.maximum(nxt, 0)
-            go = (nxt >= 0) & is_expanded[nxt_row] & np.isnan(proven[nxt_row])
-            idx, row = idx[go], nxt_row[go]
+                _add_virtual_loss(*edge_arrays, edge, row, virtual_loss)
+            walk_node[d, idx] = node
+            walk_action[d, idx] = action
+            walk_depth[idx] = d + 1
+            node = children.take(edge).astype(np.intp)
+            row = idx * n_slots + node
+            safe = np.maximum(row, 0)
+            go = (node >= 0) & is_expanded.take(safe) & np.isnan(proven.take(safe))
+            idx, node, row = idx[go], node[go], row[go]
 
 
 def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
                 path_action: np.ndarray, depth: np.ndarray) -> None:
-    """``_select`` for a single tree (``B == 1``): scalar indexing on 1-d rows.
+    """``_select`` for a single tree (``B == 1``), one node at a time on Python floats.
 
-    One tree's walk is a chain of 7-wide rows, where numpy's fancy-index
-    gathers cost more than the arithmetic; this walk reads each row through a
-    view and gives the same paths, bit for bit, as ``_select``.
+    One tree's walk is a chain of 7-wide rows, where numpy's per-call cost
+    outweighs the arithmetic; this walk reads each row as a list, scores it
+    with ``_puct_argmax`` and gives the same paths, bit for bit, as ``_select``.
     """
     visits, value_sum, prior, score_bias = tree.visits[0], tree.value_sum[0], tree.prior[0], tree.score_bias[0]
     children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
     node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
+    edge_arrays = (visits.reshape(-1), value_sum.reshape(-1), node_visits, node_value_sum)
+    c_puct, fpu_reduction = config.c_puct, config.fpu_reduction
     root = int(tree.root[0])
     for walk in range(path_node.shape[0]):
         nodes, actions = path_node[walk, 0], path_action[walk, 0]
@@ -319,11 +358,11 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
         d = 0
         if proven[node] != proven[node]:  # NaN: not proven
             while True:
-                score = _puct_score(visits[node], value_sum[node], prior[node], score_bias[node],
-                                    node_visits[node], net_value[node] + node_value_sum[node], config)
-                action = int(score.argmax())
+                action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
+                                      score_bias[node].tolist(), float(node_visits[node]),
+                                      float(net_value[node]) + float(node_value_sum[node]), c_puct, fpu_reduction)
                 if virtual_loss:
-                    _add_virtual_loss(visits, value_sum, node_visits, node_value_sum, node, action, virtual_loss)
+                    _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
                 nodes[d] = node
                 actions[d] = action
                 d += 1
@@ -332,6 +371,33 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
                     break
                 node = nxt
         depth[walk, 0] = d
+
+
+def _add_leaves_one(tree: Tree, path_node: np.ndarray, path_action: np.ndarray,
+                    depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
+
+    Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth
+    int[K]``).  Returns ``leaf int[K]`` and the leaves that still need the
+    network, ascending as ``expand`` would order them.  New nodes get the
+    same numbers as ``_add_leaves`` gives them.
+    """
+    children, proven, is_expanded = tree.children[0], tree.proven[0], tree.is_expanded[0]
+    root = int(tree.root[0])
+    ends = [(int(nodes[d - 1]), int(actions[d - 1])) if d else None
+            for nodes, actions, d in zip(path_node, path_action, depth.tolist(), strict=True)]
+    new = sorted({end for end in ends if end is not None and children[end] < 0})
+    if new:
+        first = int(tree.num_nodes[0])
+        parent, action = np.array(new, np.intp).T
+        ids = np.arange(first, first + len(new), dtype=np.intp)
+        tree._init_nodes(np.zeros(len(new), np.intp), ids,
+                         *game.play(tree.position[0, parent], tree.mask[0, parent], action))
+        children[parent, action] = ids
+        tree.num_nodes[0] = first + len(new)
+    leaf = [root if end is None else int(children[end]) for end in ends]
+    open_leaves = sorted({node for node in leaf if proven[node] != proven[node] and not is_expanded[node]})
+    return np.array(leaf, np.intp), np.array(open_leaves, np.intp)
 
 
 def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
@@ -347,17 +413,18 @@ def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarra
 
 
 def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np.ndarray,
-                      node_value_sum: np.ndarray, node: np.ndarray | int, action: np.ndarray | int,
+                      node_value_sum: np.ndarray, edge: np.ndarray | int, row: np.ndarray | int,
                       amount: float) -> None:
-    """Make edges ``(node, action)`` (distinct) look like ``amount`` lost visits for their chooser.
+    """Make distinct edges look like ``amount`` lost visits for their chooser.
 
-    Takes one tree's ``[N, A]``/``[N]`` arrays, or flat ``[B * N, A]``/``[B * N]``
-    ones with ``node`` a flat row.
+    Takes the tree's arrays flattened: ``visits``/``value_sum`` ``[B * N * A]``
+    indexed by ``edge``, ``node_visits``/``node_value_sum`` ``[B * N]`` by
+    ``row`` (``edge == row * A + action``).
     """
-    visits[node, action] += amount
-    value_sum[node, action] -= amount
-    node_visits[node] += amount
-    node_value_sum[node] -= amount
+    visits[edge] += amount
+    value_sum[edge] -= amount
+    node_visits[row] += amount
+    node_value_sum[row] -= amount
 
 
 def _backup(
@@ -428,30 +495,20 @@ def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path
         i, child, d = i[up], node[up], d[up] - 1
 
 
-def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
-    """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
+def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+                depth: np.ndarray) -> np.ndarray:
+    """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
 
-    Returns the number of simulations added (over all trees).
+    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``,
+    ``depth int[M]`` (a walk of depth 0 stays at the root).  Each distinct
+    new edge gets one node; a tree's new nodes are numbered after its existing
+    ones in the order of their ``(parent, action)``.
     """
-    k = config.num_parallel
     bsz = tree.batch_size
-    tree.ensure_capacity(k)
-    virtual_loss = config.virtual_loss if k > 1 else 0.0
-    path_node = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
-    path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
-    depth = np.zeros((k, bsz), np.intp)
-    select = _select_one if bsz == 1 else _select
-    select(tree, config, virtual_loss, path_node, path_action, depth)
-    trees = np.tile(np.arange(bsz), k)
-    path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
-    path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
-    depth = depth.reshape(-1)
     rows = np.arange(trees.size)
     parent = path_node[rows, np.maximum(depth - 1, 0)]
     action = path_action[rows, np.maximum(depth - 1, 0)]
-
     has_edge = depth > 0
-    # Create the child nodes the walks stopped in front of (once per distinct edge).
     child = np.where(has_edge, tree.children[trees, parent, action], -1).astype(np.intp)
     new = has_edge & (child < 0)
     if new.any():
@@ -471,8 +528,36 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
         tree._init_nodes(ub, ids, *game.play(tree.position[ub, up], tree.mask[ub, up], ua))
         tree.children[ub, up, ua] = ids
         child[new] = ids[inverse.reshape(-1)]
-    leaf = np.where(has_edge, child, tree.root[trees])
-    expand(tree, trees, leaf, evaluator)
+    return np.where(has_edge, child, tree.root[trees])
+
+
+def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
+    """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
+
+    Returns the number of simulations added (over all trees).
+    """
+    k = config.num_parallel
+    bsz = tree.batch_size
+    tree.ensure_capacity(k)
+    virtual_loss = config.virtual_loss if k > 1 else 0.0
+    path_node = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
+    path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
+    depth = np.zeros((k, bsz), np.intp)
+    if bsz == 1:
+        _select_one(tree, config, virtual_loss, path_node, path_action, depth)
+        path_node, path_action, depth = path_node[:, 0], path_action[:, 0], depth[:, 0]
+        trees = np.zeros(k, np.intp)
+        leaf, open_leaves = _add_leaves_one(tree, path_node, path_action, depth)
+        if open_leaves.size:
+            _evaluate(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
+    else:
+        _select(tree, config, virtual_loss, path_node, path_action, depth)
+        trees = np.tile(np.arange(bsz), k)
+        path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
+        path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
+        depth = depth.reshape(-1)
+        leaf = _add_leaves(tree, trees, path_node, path_action, depth)
+        expand(tree, trees, leaf, evaluator)
     proven = tree.proven[trees, leaf]
     leaf_value = np.where(np.isnan(proven), tree.net_value[trees, leaf], proven).astype(np.float32)
     _backup(tree, trees, path_node, path_action, depth, leaf_value, virtual_loss)

@@ -202,3 +202,23 @@ def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
         bias = np.where(expected == 1, 1e9, np.where(expected == -1, -1e6, 0.0))
         np.testing.assert_array_equal(tree.score_bias[b, :n], np.where(tree.legal_mask[b, :n], bias, -np.inf))
     assert all((~np.isnan(tree.proven[b])).sum() > 10 for b in (0, 1))  # the solver was exercised
+
+
+def test_scalar_scores_match_the_batched_scores() -> None:
+    # Rows with visited and unvisited edges, illegal and proven moves, and exact ties.
+    rng = np.random.default_rng(8)
+    config = mcts.SearchConfig(c_puct=1.7, fpu_reduction=0.3)
+    m = 500
+    visits = rng.integers(0, 4, (m, 7)).astype(np.float32) * rng.integers(0, 2, (m, 7))
+    value_sum = (rng.uniform(-1, 1, (m, 7)) * visits).astype(np.float32)
+    prior = rng.dirichlet(np.ones(7), m).astype(np.float32)
+    prior[::3] = np.float32(1 / 7)
+    score_bias = rng.choice(np.array([0, 0, 0, 1e9, -1e6, -np.inf], np.float32), (m, 7))
+    score_bias[:, 3] = 0
+    node_visits = visits.sum(axis=1)
+    node_value = rng.uniform(-1, 1, m)
+    expected = mcts._puct_score(visits, value_sum, prior, score_bias, node_visits, node_value, config).argmax(axis=1)
+    for i in range(m):
+        got = mcts._puct_argmax(visits[i].tolist(), value_sum[i].tolist(), prior[i].tolist(), score_bias[i].tolist(),
+                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction)
+        assert got == expected[i], i
