@@ -222,3 +222,18 @@ def test_scalar_scores_match_the_batched_scores() -> None:
         got = mcts._puct_argmax(visits[i].tolist(), value_sum[i].tolist(), prior[i].tolist(), score_bias[i].tolist(),
                                 float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction)
         assert got == expected[i], i
+
+
+def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
+    # The agent's pattern: search, keep the subtree below two plies, search again.
+    config = mcts.SearchConfig(num_simulations=160, num_parallel=8)
+    alone, together = _tree(game.from_moves("44")), _tree(game.from_moves("44"), game.from_moves("3"))
+    for tree in (alone, together):
+        mcts.search(tree, SymmetricEvaluator(7), config)
+    col = int(mcts.best_cols(alone)[0])
+    reply = int(np.argmax(alone.visits[0, alone.children[0, 0, col]]))
+    assert alone.advance(0, [col, reply]) and together.advance(0, [col, reply])
+    sims = mcts.search(alone, SymmetricEvaluator(7), config)
+    assert mcts.search(together, SymmetricEvaluator(7), config, num_simulations=sims) == sims
+    for name in _TREE_FIELDS:
+        np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
