@@ -127,7 +127,8 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     Uses the agent's own evaluator factory and search settings
     (``template.CONFIG``) on Middle-Medium Pons positions, one fresh tree per
     position searched for ``seconds / num_positions``; the raw rate is
-    single-position calls of the same evaluator.  Pin the process to one core
+    single-position calls of the same evaluator, timed for half as long in
+    slices alternating with the searches.  Pin the process to one core
     (``taskset -c 0``) to match Kaggle; the child process inherits the pinning.
 
     Then builds ``submission.py`` for the same model and adds what
@@ -150,16 +151,23 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
         except ImportError:
             result[backend] = {"available": False}
             continue
-        one = [obs[i : i + 1] for i in range(len(obs))]
-        calls = iter(range(10**12))
-        raw = rate(lambda: evaluator.evaluate(one[next(calls) % len(one)]), 1, seconds / 2)
-        sims = 0
-        start = time.perf_counter()
-        for position, mask in positions:
+        # The raw rate and the search alternate, one slice each per position, so a
+        # change in the machine's load moves both figures alike, not just one.
+        evaluator.evaluate(obs[:1])
+        raw_calls = raw_seconds = sims = search_seconds = 0.0
+        for i, (position, mask) in enumerate(positions):
+            single = obs[i : i + 1]
+            start = time.perf_counter()
+            while (elapsed := time.perf_counter() - start) < seconds / 2 / len(positions):
+                evaluator.evaluate(single)
+                raw_calls += 1
+            raw_seconds += elapsed
             tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=4096)
-            deadline = time.perf_counter() + seconds / len(positions)
-            sims += mcts.search(tree, evaluator, template.CONFIG.search, deadline=deadline)
-        sims_per_s = sims / (time.perf_counter() - start)
+            start = time.perf_counter()
+            sims += mcts.search(tree, evaluator, template.CONFIG.search, deadline=start + seconds / len(positions))
+            search_seconds += time.perf_counter() - start
+        raw = raw_calls / raw_seconds
+        sims_per_s = sims / search_seconds
         result[backend] = {"available": True, "sims_per_s": round(sims_per_s, 1),
                            "raw_evals_per_s": round(raw, 1), "ratio": round(sims_per_s / raw, 3)}
     probe = bench_submission(path, num_moves=num_moves)
