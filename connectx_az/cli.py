@@ -148,17 +148,20 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         if not Path(args.submission).is_file():
             raise UserError(f"{args.submission} not found; run `make submission` first")
         _kaggle_like_process()
-        results = arena.submission_mistake_rates(args.submission, limit=args.limit, act_timeout=args.act_timeout,
-                                                 overage=args.bank)
+        with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
+            results = arena.submission_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
+                                                     act_timeout=args.act_timeout, overage=args.bank,
+                                                     on_position=lambda: bar.update(1))
         table[f"submission@{args.act_timeout:g}s"] = results
     else:
         from connectx_az.export import OnnxRuntimeEvaluator
 
         evaluator = OnnxRuntimeEvaluator(args.model)
-        table["policy"] = arena.grade_sets(lambda pos: arena.choose_policy(evaluator, pos), limit=args.limit)
+        table["policy"] = arena.grade_sets(lambda pos: arena.choose_policy(evaluator, pos), limit=args.limit,
+                                           sets=args.sets)
         for sims in args.sims:
             table[f"mcts{sims}"] = arena.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
-                                                              limit=args.limit)
+                                                              limit=args.limit, sets=args.sets)
     rows = {mode: {r.name: {"n": r.num_positions, "mistake_rate": round(r.mistake_rate, 4),
                             "strict_rate": round(r.strict_rate, 4)} for r in results}
             for mode, results in table.items()}
@@ -173,6 +176,32 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     print("cells: mistake rate / strict mistake rate; positions per set: "
           + ", ".join(f"{n} {v['n']}" for n, v in next(iter(rows.values())).items()))
     return 0
+
+
+def _num_positions(sets: list[str] | None, limit: int | None) -> int:
+    from connectx_az import pons
+
+    return sum(len(pons.load_set(name, limit=limit)) for name in sets or pons.SETS)
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        return None
+
+
+def _progress(total: int, unit: str) -> Any:
+    """A tqdm bar on stderr where tqdm is installed (a build-only set-up may lack it)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=unit, leave=False)
 
 
 def _kaggle_like_process() -> None:
@@ -301,6 +330,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from connectx_az import pons  # numpy only: the set names for --sets
+
     parser = argparse.ArgumentParser(prog="connectx-az", description="AlphaZero for Kaggle ConnectX: "
                                      "train, export, build a one-file submission, validate, measure.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
@@ -356,6 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--bank", type=float, default=0.0,
                    help="overage bank the agent sees for --submission (default 0: the plain 2 s a move)")
     e.add_argument("--limit", type=int, help="positions per set (default: all)")
+    e.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
+                   help=f"only these sets (default all: {', '.join(pons.SETS)})")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)
 

@@ -85,3 +85,20 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
     steps = env.run([agent, "random"])
     assert [s.status for s in steps[-1]] == ["DONE", "DONE"]
     assert steps[-1][0].reward in (-1, 0, 1)
+
+
+def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path: Path) -> None:
+    import json
+
+    result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "5", "--sims", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert list(rows) == ["policy", "mcts4"]
+    assert {name: v["n"] for name, v in rows["mcts4"].items()} == {"Begin-Hard": 5, "End-Easy": 5}
+    assert all(0 <= v["mistake_rate"] <= v["strict_rate"] <= 1 for v in rows["policy"].values())
+
+    assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
+    result = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--sets", "End-Easy",
+                  "--limit", "3", "--act-timeout", "0.5", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["submission@0.5s"]["End-Easy"]["n"] == 3
