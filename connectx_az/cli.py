@@ -119,8 +119,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     else:
         _kaggle_like_process()
-    results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
-                             replay_dir=args.replays)
+    with _progress(2 * len(args.opponents) * args.games, "games") as bar:
+        results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
+                                 replay_dir=args.replays, act_timeout=args.act_timeout,
+                                 on_game=lambda _: bar.update(1))
     bad = 0
     rows = [r.as_dict() for r in results]
     if args.json:
@@ -371,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
     p.add_argument("--opponents", nargs="+", default=["random", "negamax"])
     p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
+    p.add_argument("--act-timeout", type=float,
+                   help="seconds a move instead of Kaggle's 2 (the bank scales with it): quick checks only")
     p.add_argument("--onnxruntime", action="store_true",
                    help="let the agent use onnxruntime (default: blocked, numpy backend, as on Kaggle)")
     p.add_argument("--json", action="store_true")

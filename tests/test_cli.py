@@ -102,3 +102,17 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
                   "--limit", "3", "--act-timeout", "0.5", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["submission@0.5s"]["End-Easy"]["n"] == 3
+
+
+def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_path: Path) -> None:
+    import json
+
+    assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
+    result = _run("validate", str(tmp_path / "submission.py"), "--opponents", "random", "--games", "1",
+                  "--act-timeout", "0.25", "--replays", str(tmp_path / "replays"), "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["results"]
+    assert [(r["opponent"], r["seat"], r["wins"] + r["draws"] + r["losses"]) for r in rows] == [
+        ("random", 1, 1), ("random", 2, 1)]
+    assert all(r["losses"] == 0 and not r["bad_statuses"] and r["backends"] == ["numpy"] for r in rows)
+    assert sorted(p.name for p in (tmp_path / "replays").iterdir()) == ["random_seat1.html", "random_seat2.html"]
