@@ -9,6 +9,22 @@ import pytest
 SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16}
 
 
+def assert_consistent_records(records) -> None:
+    """Self-play records (``selfplay.GameRecord``) whose targets have the documented shapes and signs."""
+    import numpy as np
+
+    for r in records:
+        t = len(r.value)
+        assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
+        np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
+        assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
+        # The first position is the empty board, seen by the first player.
+        assert r.obs[0].sum() == 0
+        assert r.value[0] == r.first_player_result
+        # Values alternate sign from one ply to the next.
+        assert np.all(r.value[1:] == -r.value[:-1])
+
+
 def make_small_net(seed: int = 0):
     """A 1x16 net whose BatchNorm layers hold made-up statistics, so that folding them matters."""
     import torch

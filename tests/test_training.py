@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_consistent_records
 
 from connectx_az import config, game, mcts, replay, selfplay
 from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, TorchEvaluator, load_checkpoint
@@ -41,16 +42,7 @@ def test_selfplay_records_have_consistent_targets() -> None:
     net = PolicyValueNet(cfg.net)
     records, stats = selfplay.play_games(TorchEvaluator(net), 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert stats.num_games == 6 == len(records)
-    for r in records:
-        t = len(r.value)
-        assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
-        np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
-        assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
-        # The first position is the empty board, seen by the first player.
-        assert r.obs[0].sum() == 0
-        assert r.value[0] == r.first_player_result
-        # Values alternate sign from one ply to the next.
-        assert np.all(r.value[1:] == -r.value[:-1])
+    assert_consistent_records(records)
 
 
 def test_replay_window_mirrors_and_dedupes(tmp_path: Path) -> None:

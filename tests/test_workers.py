@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_consistent_records
 
 from connectx_az import config, selfplay, train, workers
 from connectx_az.network import PolicyValueNet, TorchEvaluator
@@ -61,14 +62,7 @@ def test_two_workers_make_consistent_records_reproducibly() -> None:
     assert stats.num_games == 7 == len(records) == num_reported
     assert stats.num_positions == sum(len(r.value) for r in records) > 0
     assert stats.num_evaluations > stats.num_positions
-    for r in records:
-        t = len(r.value)
-        assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
-        np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
-        assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
-        assert r.obs[0].sum() == 0
-        assert r.value[0] == r.first_player_result
-        assert np.all(r.value[1:] == -r.value[:-1])
+    assert_consistent_records(records)
     # Each batch is fixed by the workers' requests, never by timing (see workers'
     # docstring), so on CPU the same seed and worker count give the same games.
     again, again_stats, _ = _play(2, 7)
