@@ -11,6 +11,13 @@ game's final result as the value, both from the side to move at that position.
 With playout cap randomization (``full_search_prob < 1``) only the moves
 searched with the full budget are recorded; the cheap moves just move the game
 along.
+
+With ``mcts.SearchConfig.gumbel`` the full searches use Gumbel root selection
+with sequential halving (Danihelka et al. 2022, see ``mcts.search``): the
+policy target is the improved policy ``mcts.gumbel_policy`` instead of the
+visit distribution, and every such move is ``mcts.gumbel_cols``' choice (the
+Gumbel noise replaces both the Dirichlet noise and the temperature sampling).
+The cheap searches are unchanged.
 """
 
 from __future__ import annotations
@@ -57,10 +64,11 @@ class GameRecord:
     """One game's training positions (only fully searched moves).
 
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root
-    visit distribution), ``value float32[T]`` (final result for the side to
-    move: +1 win, 0 draw, -1 loss), ``root_value float32[T]`` (search value,
-    side to move); ``num_plies`` is the game's length and ``first_player_result``
-    its result for the player who moved first.
+    visit distribution, or the improved policy of a Gumbel search), ``value
+    float32[T]`` (final result for the side to move: +1 win, 0 draw, -1 loss),
+    ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
+    the game's length and ``first_player_result`` its result for the player
+    who moved first.
     """
 
     obs: np.ndarray
@@ -131,9 +139,13 @@ def play_games(
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = mcts.Tree(positions, masks, capacity=sims + 1)
         mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
-        visits = tree.root_visits()
-        policy = mcts.policy_from_visits(visits)
-        greedy = mcts.best_cols(tree)
+        is_gumbel = full and search.gumbel
+        if is_gumbel:
+            policy = mcts.gumbel_policy(tree, search)
+            greedy = mcts.gumbel_cols(tree, search)
+        else:
+            policy = mcts.policy_from_visits(tree.root_visits())
+            greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
@@ -144,7 +156,7 @@ def play_games(
                 g.policy.append(policy[i])
                 g.root_value.append(float(root_value[i]))
                 g.plies.append(g.ply)
-            if g.ply < config.temperature_plies and np.isnan(root_proven[i]):
+            if not is_gumbel and g.ply < config.temperature_plies and np.isnan(root_proven[i]):
                 p = policy[i].astype(np.float64)
                 col = int(rng.choice(game.NUM_ACTIONS, p=p / p.sum()))
             else:

@@ -237,3 +237,122 @@ def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
     assert mcts.search(together, SymmetricEvaluator(7), config, num_simulations=sims) == sims
     for name in _TREE_FIELDS:
         np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
+
+
+def test_sequential_halving_schedule_matches_mctx() -> None:
+    # mctx seq_halving: m = 4, n = 16 gives two phases: 2 visits to each of 4 moves, then 4 more to each of 2.
+    table = mcts._considered_visits(4, 16)
+    assert table[4] == (0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5)
+    assert table[1] == tuple(range(16))
+    assert all(len(row) == 16 for row in table)
+
+
+@pytest.mark.parametrize("num_parallel", [1, 4])
+@pytest.mark.parametrize(("moves", "considered", "expected"), [
+    ("", 4, [6, 6, 2, 2, 0, 0, 0]),      # 7 legal moves, 4 considered
+    ("", 16, [5, 5, 2, 1, 1, 1, 1]),     # every legal move considered
+    ("1111112", 16, [6, 5, 2, 1, 1, 1]),  # column 0 full: 6 legal moves; the illegal one is never visited
+])
+def test_gumbel_search_spends_the_budget_by_sequential_halving(moves: str, considered: int, expected: list[int],
+                                                                num_parallel: int) -> None:
+    position = game.from_moves(moves) if moves else game.initial()
+    config = mcts.SearchConfig(num_simulations=16, gumbel=True, gumbel_considered=considered,
+                               num_parallel=num_parallel)
+    together = _tree(position, game.from_moves("3"), game.from_moves("44"))
+    assert mcts.search(together, SymmetricEvaluator(4), config, rng=np.random.default_rng(1)) == 16
+    visits = together.root_visits()
+    legal = together.legal_mask[np.arange(3), together.root]
+    logits = np.log(np.where(legal, together.prior[np.arange(3), together.root], 1e-30))
+    for b in range(3):
+        assert visits[b].sum() == 16
+        assert not visits[b][~legal[b]].any()
+        # The visited moves are exactly the top-m of g + logits among the legal ones.
+        top = np.argsort(-np.where(legal[b], together.root_gumbel[b] + logits[b], -np.inf))[:min(considered,
+                                                                                                   legal[b].sum())]
+        assert set(np.flatnonzero(visits[b])) == set(top.tolist())
+    assert sorted(visits[0].tolist(), reverse=True)[:len(expected)] == expected
+    # The move played is one of the most visited.
+    cols = mcts.gumbel_cols(together, config)
+    assert all(visits[b, cols[b]] == visits[b].max() for b in range(3))
+    # One tree alone (the scalar walk) draws the same noise for its root and grows alike.
+    alone = _tree(position)
+    mcts.search(alone, SymmetricEvaluator(4), config, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(alone.root_gumbel[0], together.root_gumbel[0])
+    np.testing.assert_array_equal(alone.root_visits()[0], visits[0])
+
+
+def test_gumbel_policy_is_a_distribution_over_legal_moves_that_follows_q() -> None:
+    position, mask = game.from_moves("1111112")  # column 0 is full
+    config = mcts.SearchConfig(num_simulations=32, gumbel=True, gumbel_considered=4, gumbel_c_scale=0.1)
+    tree = _tree((position, mask), game.initial())
+    mcts.search(tree, SymmetricEvaluator(2), config, rng=np.random.default_rng(5))
+    policy = mcts.gumbel_policy(tree, config)
+    np.testing.assert_allclose(policy.sum(axis=1), 1, atol=1e-6)
+    assert policy[0, 0] == 0
+    # Completed Q values give every legal move some mass, visited or not.
+    assert np.all(policy[0, 1:] > 0) and np.all(policy[1] > 0)
+    # Among visited moves with equal visits, more probability goes with a better mean value.
+    visits, q = tree.root_visits(), tree.value_sum[:, 0] / np.maximum(tree.visits[:, 0], 1)
+    prior = tree.prior[:, 0]
+    num_pairs = 0
+    for b in range(2):
+        for i in range(7):
+            for j in range(7):
+                if visits[b, i] == visits[b, j] > 0 and q[b, i] > q[b, j] and prior[b, i] >= prior[b, j]:
+                    assert policy[b, i] > policy[b, j]
+                    num_pairs += 1
+    assert num_pairs >= 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gumbel_search_takes_an_immediate_win(seed: int) -> None:
+    position, mask = game.from_ascii("""
+        .......
+        .......
+        .......
+        x.o....
+        x.o....
+        x.o.o..
+    """)
+    config = mcts.SearchConfig(num_simulations=50, gumbel=True)
+    tree = _tree((position, mask))
+    mcts.search(tree, UniformEvaluator(), config, rng=np.random.default_rng(seed))
+    assert tree.root_proven()[0] == 1
+    assert mcts.gumbel_cols(tree, config)[0] == mcts.best_cols(tree)[0] == 0
+    policy = mcts.gumbel_policy(tree, config)[0]
+    assert policy.argmax() == 0 and policy[0] > 0.9  # sigma spans (50 + 1) * 0.1 logits
+
+
+def test_gumbel_cols_avoid_a_move_proven_lost() -> None:
+    position = game.from_moves("44")
+    config = mcts.SearchConfig(num_simulations=16, gumbel=True, gumbel_considered=2)
+    tree = _tree(position)
+    mcts.search(tree, UniformEvaluator(), config, rng=np.random.default_rng(0))
+    visits = tree.root_visits()[0]
+    first = int(mcts.gumbel_cols(tree, config)[0])
+    # Mark the chosen move proven lost (as the solver would): the other considered move is played.
+    tree.edge_proven[0, 0, first] = -1
+    second = int(mcts.gumbel_cols(tree, config)[0])
+    assert second != first and visits[second] > 0
+
+
+def test_gumbel_switch_needs_an_rng_and_is_checked() -> None:
+    # Without an rng (evaluation, the agent) the switch changes nothing.
+    position = game.from_moves("43443322")
+    plain, switched = _tree(position), _tree(position)
+    mcts.search(plain, SymmetricEvaluator(3), mcts.SearchConfig(num_simulations=100))
+    mcts.search(switched, SymmetricEvaluator(3), mcts.SearchConfig(num_simulations=100, gumbel=True))
+    for name in _TREE_FIELDS:
+        np.testing.assert_array_equal(getattr(plain, name), getattr(switched, name), err_msg=name)
+    assert switched.root_gumbel is None
+    with pytest.raises(ValueError, match="needs a Gumbel search"):
+        mcts.gumbel_cols(switched, mcts.SearchConfig(gumbel=True))
+    # A Gumbel search leaves the root priors free of Dirichlet noise.
+    noisy = _tree(position)
+    mcts.search(noisy, SymmetricEvaluator(3), mcts.SearchConfig(num_simulations=100, gumbel=True),
+                rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(noisy.prior[0, 0], plain.prior[0, 0])
+    with pytest.raises(ValueError, match="gumbel_considered"):
+        mcts.SearchConfig(gumbel_considered=0)
+    with pytest.raises(ValueError, match="gumbel_c_scale"):
+        mcts.SearchConfig(gumbel_c_scale=0)

@@ -45,6 +45,30 @@ def test_selfplay_records_have_consistent_targets() -> None:
     assert_consistent_records(records)
 
 
+def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
+    cfg = config.make_config("smoke", overrides=["mcts.gumbel=true", "mcts.gumbel_considered=4",
+                                                 "mcts.num_simulations=16", "mcts.gumbel_c_scale=0.1"])
+    assert cfg.mcts.gumbel is True and cfg.mcts.gumbel_considered == 4
+    evaluator = TorchEvaluator(make_net(0))  # fixed weights: its games fill some columns
+    records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+    assert len(records) == 6
+    assert_consistent_records(records)
+    policy = np.concatenate([r.policy for r in records])
+    obs = np.concatenate([r.obs for r in records])
+    full = obs[:, :, 0, :].any(axis=1)  # row 0 is the top: a stone there fills the column
+    assert full.any()  # the check below is exercised
+    assert np.all(policy[full] == 0)
+    # Completed Q values: every legal move keeps some mass, though only 4 of them were searched.
+    assert np.all(policy[~full] > 0)
+    again, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+    for a, b in zip(records, again, strict=True):
+        np.testing.assert_array_equal(a.obs, b.obs)
+    with pytest.raises(config.ConfigError, match="expected true or false"):
+        config.make_config("smoke", overrides=["mcts.gumbel=maybe"])
+    with pytest.raises(config.ConfigError, match="gumbel_considered"):
+        config.make_config("smoke", overrides=["mcts.gumbel_considered=0"])
+
+
 def test_replay_window_mirrors_and_dedupes(tmp_path: Path) -> None:
     obs = np.zeros((3, 2, 6, 7), np.uint8)
     obs[:, 0, 5, 0] = 1  # the same position three times: a stone in the bottom-left corner
