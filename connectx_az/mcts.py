@@ -761,9 +761,7 @@ def gumbel_policy(tree: Tree, config: SearchConfig) -> np.ndarray:
     ``_gumbel_root_terms``.  Illegal columns get 0.
     """
     logits, sigma, legal, _ = _gumbel_root_terms(tree, config)
-    z = np.where(legal, logits + sigma, -np.inf)
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+    return masked_softmax(logits + sigma, legal)
 
 
 def gumbel_cols(tree: Tree, config: SearchConfig) -> np.ndarray:
