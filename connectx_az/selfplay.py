@@ -8,6 +8,11 @@ that share one network (``SelfPlayConfig.num_workers``).
 
 Training targets (AlphaZero): the root visit distribution as the policy, the
 game's final result as the value, both from the side to move at that position.
+With ``adjudicate_empty = N > 0`` the exact solver settles the game's result
+once ``N`` cells or fewer are empty: the positions before that point take the
+perfect-play result from there as their value target, and so does that
+position (a later blunder no longer flips the label of the opening); the game
+is still played out, and the positions after that point keep its actual result.
 With playout cap randomization (``full_search_prob < 1``) only the moves
 searched with the full budget are recorded; the cheap moves just move the game
 along.
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az import game, mcts
+from connectx_az import game, mcts, solver
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +54,11 @@ class SelfPlayConfig:
     # each with ``num_parallel_games`` in flight, and this process runs the network
     # on their leaves in large batches (see ``workers``).  The games depend on W.
     num_workers: int = 0
+    # Adjudication by the exact solver (0: off): at the first position with at most this many empty
+    # cells, the weak solver (at most ``adjudicate_nodes`` positions, else no adjudication) gives
+    # the value target of that position and every earlier one (see the module docstring).
+    adjudicate_empty: int = 0
+    adjudicate_nodes: int = 200_000
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
@@ -57,6 +67,9 @@ class SelfPlayConfig:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
         if self.num_workers < 0:
             raise ValueError("selfplay.num_workers must be >= 0 (0 plays in this process)")
+        if not 0 <= self.adjudicate_empty < game.NUM_CELLS or self.adjudicate_nodes < 1:
+            raise ValueError(f"selfplay.adjudicate_empty must be in [0, {game.NUM_CELLS - 1}] "
+                             "and selfplay.adjudicate_nodes >= 1")
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,10 @@ class GameRecord:
     float32[T]`` (final result for the side to move: +1 win, 0 draw, -1 loss),
     ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
     the game's length and ``first_player_result`` its result for the player
-    who moved first.
+    who moved first.  With adjudication the values of the positions up to
+    ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
+    for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
+    game not adjudicated.
     """
 
     obs: np.ndarray
@@ -77,16 +93,23 @@ class GameRecord:
     root_value: np.ndarray
     num_plies: int
     first_player_result: int
+    adjudicated_ply: int = -1
+    adjudicated_result: int = 0
 
 
 @dataclass(frozen=True)
 class SelfPlayStats:
+    """``adjudicated_rate``: share of the games the solver settled; ``adjudication_flip_rate``:
+    share of those whose actual result differs from the solved one (a blunder after that point)."""
+
     num_games: int
     num_positions: int
     num_evaluations: int
     mean_length: float
     first_player_win_rate: float
     draw_rate: float
+    adjudicated_rate: float = 0.0
+    adjudication_flip_rate: float = 0.0
 
 
 class _CountingEvaluator:
@@ -110,6 +133,9 @@ class _Game:
     policy: list[np.ndarray]
     root_value: list[float]
     plies: list[int]
+    adjudicated_ply: int = -1  # -1: not yet (or never) adjudicated
+    adjudicated_result: int = 0  # for the first player
+    adjudication_done: bool = False  # the solver has been asked (once a game)
 
 
 def play_games(
@@ -126,6 +152,7 @@ def play_games(
     ``on_game_done`` is called after each finished game (progress bars).
     """
     counter = _CountingEvaluator(evaluator)
+    judge = solver.Solver(table_size=1 << 18) if config.adjudicate_empty > 0 else None
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
     started = 0
@@ -165,6 +192,9 @@ def play_games(
             g.ply += 1
             result = game.outcome(g.position, g.mask)
             if result is None:
+                if judge is not None and not g.adjudication_done \
+                        and game.NUM_CELLS - g.ply <= config.adjudicate_empty:
+                    _adjudicate(g, judge, config.adjudicate_nodes)
                 still.append(g)
                 continue
             record = _finish(g, result)
@@ -175,12 +205,22 @@ def play_games(
     return records, summarize(records, counter.num_evaluations)
 
 
+def _adjudicate(g: _Game, judge: solver.Solver, max_nodes: int) -> None:
+    """Solve the game's current position (weakly, within ``max_nodes``) and keep the result, if found."""
+    g.adjudication_done = True
+    score = judge.solve(g.position, g.mask, weak=True, max_nodes=max_nodes)
+    if score is not None:
+        g.adjudicated_ply = g.ply
+        g.adjudicated_result = score if g.ply % 2 == 0 else -score  # for the first player
+
+
 def _finish(g: _Game, result: int) -> GameRecord:
     """Turn a finished game into targets; ``result`` is for the side to move at the end."""
     plies = np.array(g.plies, np.int64)
-    # A position an even number of plies before the end has the same side to move.
-    value = np.where((g.ply - plies) % 2 == 0, result, -result).astype(np.float32)
     first_player_result = result if g.ply % 2 == 0 else -result
+    # The first player moves at even plies; positions up to an adjudication take its result.
+    first_player_value = np.where(plies <= g.adjudicated_ply, g.adjudicated_result, first_player_result)
+    value = np.where(plies % 2 == 0, first_player_value, -first_player_value).astype(np.float32)
     empty_obs = np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
     return GameRecord(
         obs=np.stack(g.obs) if g.obs else empty_obs,
@@ -189,12 +229,15 @@ def _finish(g: _Game, result: int) -> GameRecord:
         root_value=np.array(g.root_value, np.float32),
         num_plies=g.ply,
         first_player_result=int(first_player_result),
+        adjudicated_ply=g.adjudicated_ply,
+        adjudicated_result=int(g.adjudicated_result),
     )
 
 
 def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
     """The statistics of a batch of finished games that cost ``num_evaluations`` network positions."""
     n = max(len(records), 1)
+    adjudicated = [r for r in records if r.adjudicated_ply >= 0]
     return SelfPlayStats(
         num_games=len(records),
         num_positions=sum(len(r.value) for r in records),
@@ -202,4 +245,7 @@ def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
         mean_length=sum(r.num_plies for r in records) / n,
         first_player_win_rate=sum(r.first_player_result == 1 for r in records) / n,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,
+        adjudicated_rate=len(adjudicated) / n,
+        adjudication_flip_rate=sum(r.adjudicated_result != r.first_player_result for r in adjudicated)
+        / max(len(adjudicated), 1),
     )

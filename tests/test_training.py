@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az import config, game, mcts, replay, selfplay
+from connectx_az import config, game, mcts, replay, selfplay, solver
 from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, TorchEvaluator, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,30 @@ def test_selfplay_records_have_consistent_targets() -> None:
     records, stats = selfplay.play_games(TorchEvaluator(net), 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert stats.num_games == 6 == len(records)
     assert_consistent_records(records)
+    assert all(r.adjudicated_ply == -1 for r in records) and stats.adjudicated_rate == 0  # off by default
+
+
+def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_net) -> None:
+    empty = 20
+    cfg = config.make_config("smoke", overrides=[f"selfplay.adjudicate_empty={empty}"])
+    records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 8, cfg.selfplay, cfg.mcts,
+                                         np.random.default_rng(0))
+    assert_consistent_records(records)
+    adjudicated = [r for r in records if r.adjudicated_ply >= 0]
+    assert adjudicated and stats.adjudicated_rate == len(adjudicated) / len(records)
+    # only games that reached `empty` empty cells, at the first such position, and by the solver's result
+    assert all(r.num_plies > game.NUM_CELLS - empty for r in adjudicated)
+    assert all(r.adjudicated_ply == -1 for r in records if r.num_plies <= game.NUM_CELLS - empty)
+    judge = solver.Solver()
+    for r in adjudicated:
+        assert r.adjudicated_ply == game.NUM_CELLS - empty
+        score = judge.solve(*game.decode(r.obs[r.adjudicated_ply]), weak=True)
+        assert r.adjudicated_result == (score if r.adjudicated_ply % 2 == 0 else -score)
+    flips = [r for r in adjudicated if r.adjudicated_result != r.first_player_result]
+    assert flips, "no game was blundered after the adjudication: the test does not show the labels change"
+    assert stats.adjudication_flip_rate == len(flips) / len(adjudicated)
+    with pytest.raises(config.ConfigError, match="adjudicate_empty"):
+        config.make_config("smoke", overrides=[f"selfplay.adjudicate_empty={game.NUM_CELLS}"])
 
 
 def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
