@@ -135,7 +135,6 @@ class _Game:
     plies: list[int]
     adjudicated_ply: int = -1  # -1: not yet (or never) adjudicated
     adjudicated_result: int = 0  # for the first player
-    adjudication_done: bool = False  # the solver has been asked (once a game)
 
 
 def play_games(
@@ -192,9 +191,8 @@ def play_games(
             g.ply += 1
             result = game.outcome(g.position, g.mask)
             if result is None:
-                if judge is not None and not g.adjudication_done \
-                        and game.NUM_CELLS - g.ply <= config.adjudicate_empty:
-                    _adjudicate(g, judge, config.adjudicate_nodes)
+                if judge is not None and g.ply == game.NUM_CELLS - config.adjudicate_empty:
+                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: once a game
                 still.append(g)
                 continue
             record = _finish(g, result)
@@ -207,7 +205,6 @@ def play_games(
 
 def _adjudicate(g: _Game, judge: solver.Solver, max_nodes: int) -> None:
     """Solve the game's current position (weakly, within ``max_nodes``) and keep the result, if found."""
-    g.adjudication_done = True
     score = judge.solve(g.position, g.mask, weak=True, max_nodes=max_nodes)
     if score is not None:
         g.adjudicated_ply = g.ply
