@@ -293,3 +293,109 @@ def format_result(what: str, result: dict[str, Any]) -> str:
             continue
         lines.append(f"  {key:<24}{value}")
     return "\n".join(lines)
+
+
+#: the budgets (seconds a position) whose proven shares ``bench_solver`` reports, as in the issue
+SOLVER_BUDGETS = (0.5, 1.3, 5.0)
+
+# Runs in a fresh interpreter: what a game's first move pays to import numba and compile the kernel.
+_COMPILE_PROBE = textwrap.dedent('''
+    import json, time
+    start = time.perf_counter()
+    import numba
+    imported = time.perf_counter()
+    from connectx_az import solver_numba
+    kernel = solver_numba.compile_kernel()
+    print(json.dumps({"import_seconds": imported - start, "compile_seconds": solver_numba.compile_seconds,
+                      "error": solver_numba.kernel_error()}))
+''')
+
+
+def _compile_probe(timeout: float = 300.0) -> dict[str, Any]:
+    """Import and compile times of the numba kernel in a fresh interpreter (nothing cached on disk)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    done = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"compile probe failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medium", "Begin-Hard"),
+                 budgets: tuple[float, ...] = SOLVER_BUDGETS, solvers: tuple[str, ...] = ("python", "numba"),
+                 on_position: Any = None) -> dict[str, Any]:
+    """Weak solves (``best_move(..., weak=True)``) of the first ``limit`` positions of each Pons set.
+
+    Per solver (``python``: ``solver.Solver``; ``numba``: ``solver_numba.CompiledSolver``, 2^18
+    entries), each position is solved from an empty table with a deadline of ``max(budgets)``
+    seconds; ``within_Xs`` is the share of the set's positions proven in at most X seconds, and
+    ``nodes_per_s`` all nodes over all search time.  A proven result that disagrees with the set
+    counts in ``wrong`` (always 0 unless the solver is broken).  ``compile`` holds the numba
+    import and compile times of a fresh interpreter (a game's first move pays both).  Pin the
+    process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
+    each position (a progress bar).
+    """
+    from connectx_az import pons, solver, solver_numba
+
+    result: dict[str, Any] = {"limit": limit, "deadline_s": max(budgets), "solvers": {}}
+    if "numba" in solvers:
+        result["compile"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in _compile_probe().items()}
+        if solver_numba.compile_kernel() is None:
+            raise RuntimeError(f"numba kernel unavailable: {solver_numba.kernel_error()}")
+    for kind in solvers:
+        if kind == "numba":
+            searcher: solver.Solver = solver_numba.CompiledSolver(solver_numba.compile_kernel())
+        elif kind == "python":
+            searcher = solver.Solver()
+        else:
+            raise ValueError(f"unknown solver {kind!r}; choose python or numba")
+        row: dict[str, Any] = {}
+        total_nodes = 0
+        total_seconds = 0.0
+        for name in sets:
+            positions = pons.load_set(name, limit=limit)
+            times: list[float] = []
+            wrong = 0
+            for p in positions:
+                searcher.clear()
+                start = time.perf_counter()
+                found = searcher.best_move(*pons.position_of(p), weak=True, deadline=start + max(budgets))
+                elapsed = time.perf_counter() - start
+                total_nodes += searcher.nodes
+                total_seconds += elapsed
+                if found is not None:
+                    times.append(elapsed)
+                    wrong += found[1] != p.result or pons.is_mistake(p, found[0])
+                if on_position is not None:
+                    on_position()
+            shares = {f"within_{b:g}s": round(sum(t <= b for t in times) / len(positions), 3) for b in budgets}
+            row[name] = {"n": len(positions), **shares, "wrong": wrong}
+        row["nodes_per_s"] = round(total_nodes / total_seconds)
+        result["solvers"][kind] = row
+    try:
+        import numba
+
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = None
+    return {**result, "numba_version": numba_version, "numpy_version": np.__version__, **_machine()}
+
+
+def format_solver_result(result: dict[str, Any]) -> str:
+    """The ``bench_solver`` figures as a few readable lines."""
+    lines = [f"solver benchmark ({result['date']}, {result['machine']}, {result['cpus']} cpus, "
+             f"numba {result['numba_version']}, numpy {result['numpy_version']}): weak best_move, "
+             f"empty table per position, first {result['limit']} positions per set, "
+             f"deadline {result['deadline_s']:g} s"]
+    if "compile" in result:
+        c = result["compile"]
+        lines.append(f"  numba in a fresh process: import {c['import_seconds']:.2f} s, "
+                     f"compile {c['compile_seconds']:.2f} s")
+    for kind, row in result["solvers"].items():
+        lines.append(f"  {kind:<7} {row['nodes_per_s']:>12,} nodes/s")
+        for name, cells in row.items():
+            if isinstance(cells, dict):
+                shares = ", ".join(f"{k.removeprefix('within_')} {100 * v:.1f}%" for k, v in cells.items()
+                                   if k.startswith("within_"))
+                lines.append(f"          {name:<13} proven within {shares} (n {cells['n']}, wrong {cells['wrong']})")
+    return "\n".join(lines)

@@ -231,9 +231,22 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from connectx_az import bench
 
+    if args.what == "solver":
+        return cmd_bench_solver(args)
     result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
                        workers=args.workers)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
+    return 0
+
+
+def cmd_bench_solver(args: argparse.Namespace) -> int:
+    from connectx_az import bench
+
+    sets = ("Begin-Medium", "Begin-Hard")
+    solvers = tuple(args.solvers)
+    with _progress(len(solvers) * _num_positions(list(sets), args.limit), "positions") as bar:
+        result = bench.bench_solver(limit=args.limit, sets=sets, solvers=solvers, on_position=lambda: bar.update(1))
+    print(json.dumps(result) if args.json else bench.format_solver_result(result))
     return 0
 
 
@@ -425,13 +438,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay"])
+    p.add_argument("what", choices=["agent", "selfplay", "solver"])
     p.add_argument("--model", default=str(DEFAULT_MODEL))
     p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
                         "each with every --batch")
+    p.add_argument("--limit", type=int, default=40,
+                   help="solver: the first N Begin-Medium and Begin-Hard positions (default 40)")
+    p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
+                   help="solver: which solvers to measure (default both)")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -335,12 +335,13 @@ def compile_in_background() -> threading.Thread:
 class CompiledSolver(solver.Solver):
     """``solver.Solver`` whose inner search runs compiled: same methods, arguments and scores.
 
-    ``table_size`` is rounded down to a power of two (at least 4) ``uint64``
-    entries (8 bytes each).  The default, 2^18 entries (2 MiB), fits a core's
-    L2 cache: on the development machine larger tables saved a few percent of
-    the nodes but halved the node rate (cache misses), on Begin-Hard too.  ``deadline`` is honoured to within about
-    ``SLICE_SECONDS`` plus one slice's timing error.  ``nodes`` counts the
-    positions visited, re-walks after a slice included.
+    ``kernel`` is what ``compile_kernel`` returns.  ``table_size`` is rounded
+    down to a power of two (at least 4) ``uint64`` entries (8 bytes each).  The
+    default, 2^18 entries (2 MiB), fits a core's L2 cache: on the development
+    machine larger tables saved a few percent of the nodes but halved the node
+    rate (cache misses), on Begin-Hard too.  ``deadline`` is honoured to within
+    about ``SLICE_SECONDS`` plus one slice's timing error.  ``nodes`` counts the
+    positions visited, re-walks after a stopped slice included.
     """
 
     def __init__(self, kernel: Callable, *, table_size: int = 1 << 18) -> None:
@@ -355,6 +356,7 @@ class CompiledSolver(solver.Solver):
         self._entries[:] = 0
 
     def _negamax(self, position: int, mask: int, plies: int, alpha: int, beta: int) -> int:
+        """``solver.Solver._negamax`` compiled, in slices; raises ``solver._OutOfBudget`` past a budget."""
         stats = self._stats
         while True:
             limit = _NO_LIMIT if self._node_limit is None else self._node_limit
