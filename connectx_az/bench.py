@@ -330,7 +330,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
     entries), each position is solved from an empty table with a deadline of ``max(budgets)``
     seconds; ``within_Xs`` is the share of the set's positions proven in at most X seconds, and
     ``nodes_per_s`` all nodes over all search time.  A proven result that disagrees with the set
-    counts in ``wrong`` (always 0 unless the solver is broken).  ``compile`` holds the numba
+    counts in ``wrong`` (always 0 unless the solver is broken); ``overrun_ms`` is the median and
+    the largest time past the deadline of the searches it stopped (how promptly it stops).  ``compile`` holds the numba
     import and compile times of a fresh interpreter (a game's first move pays both).  Pin the
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
@@ -352,6 +353,7 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
         row: dict[str, Any] = {}
         total_nodes = 0
         total_seconds = 0.0
+        overruns: list[float] = []
         for name in sets:
             positions = pons.load_set(name, limit=limit)
             times: list[float] = []
@@ -363,7 +365,9 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
                 elapsed = time.perf_counter() - start
                 total_nodes += searcher.nodes
                 total_seconds += elapsed
-                if found is not None:
+                if found is None:
+                    overruns.append(elapsed - max(budgets))
+                else:
                     times.append(elapsed)
                     wrong += found[1] != p.result or pons.is_mistake(p, found[0])
                 if on_position is not None:
@@ -371,6 +375,9 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
             shares = {f"within_{b:g}s": round(sum(t <= b for t in times) / len(positions), 3) for b in budgets}
             row[name] = {"n": len(positions), **shares, "wrong": wrong}
         row["nodes_per_s"] = round(total_nodes / total_seconds)
+        overruns.sort()
+        row["overrun_ms"] = {"n": len(overruns), "median": round(1000 * overruns[len(overruns) // 2], 2),
+                             "max": round(1000 * overruns[-1], 2)} if overruns else {"n": 0}
         result["solvers"][kind] = row
     try:
         import numba
@@ -392,9 +399,12 @@ def format_solver_result(result: dict[str, Any]) -> str:
         lines.append(f"  numba in a fresh process: import {c['import_seconds']:.2f} s, "
                      f"compile {c['compile_seconds']:.2f} s")
     for kind, row in result["solvers"].items():
-        lines.append(f"  {kind:<7} {row['nodes_per_s']:>12,} nodes/s")
+        over = row["overrun_ms"]
+        stops = (f"; {over['n']} searches stopped at the deadline, overrun median {over['median']:.2f} ms, "
+                 f"max {over['max']:.2f} ms") if over["n"] else ""
+        lines.append(f"  {kind:<7} {row['nodes_per_s']:>12,} nodes/s{stops}")
         for name, cells in row.items():
-            if isinstance(cells, dict):
+            if isinstance(cells, dict) and name != "overrun_ms":
                 shares = ", ".join(f"{k.removeprefix('within_')} {100 * v:.1f}%" for k, v in cells.items()
                                    if k.startswith("within_"))
                 lines.append(f"          {name:<13} proven within {shares} (n {cells['n']}, wrong {cells['wrong']})")

@@ -24,8 +24,17 @@ def test_bench_solver_python_only_needs_no_numba() -> None:
     for name in ("Middle-Easy", "End-Easy"):
         # these positions take the Python solver milliseconds: all proven in 2 s, none in a nanosecond
         assert row[name] == {"n": 3, "within_1e-09s": 0.0, "within_2s": 1.0, "wrong": 0}
-    assert row["nodes_per_s"] > 0
+    assert row["nodes_per_s"] > 0 and row["overrun_ms"] == {"n": 0}
     assert "proven within" in bench.format_solver_result(result)
+
+
+def test_bench_solver_reports_overruns_of_stopped_searches() -> None:
+    # 1 ms cannot prove these Begin-Hard positions in pure Python: every search is stopped
+    result = bench.bench_solver(limit=2, sets=("Begin-Hard",), budgets=(0.001,), solvers=("python",))
+    row = result["solvers"]["python"]
+    assert row["Begin-Hard"]["within_0.001s"] == 0.0
+    assert row["overrun_ms"]["n"] == 2 and 0 <= row["overrun_ms"]["median"] <= row["overrun_ms"]["max"]
+    assert "2 searches stopped at the deadline" in bench.format_solver_result(result)
 
 
 def test_bench_solver_command_with_numba() -> None:
