@@ -63,7 +63,8 @@ def test_fallback_when_numba_is_missing(fresh_compile: None, monkeypatch: pytest
     assert type(fallback) is solver.Solver
     assert "import of numba halted" in solver_numba.kernel_error()
     p = pons.load_set("Middle-Easy", limit=1)[0]
-    assert fallback.best_move(*pons.position_of(p)) == (p.best_cols[0], p.score)
+    col, score = fallback.best_move(*pons.position_of(p))
+    assert score == p.score and col in p.best_cols
 
 
 def test_fallback_when_numba_imports_but_compile_fails(fresh_compile: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,6 +83,25 @@ def test_fallback_when_numba_imports_but_compile_fails(fresh_compile: None, monk
     assert solver_numba.make_solver() is not fallback  # the failure is remembered, not retried
     for p in pons.load_set("End-Easy", limit=3):
         assert fallback.solve(*pons.position_of(p)) == p.score
+
+
+def test_pastes_into_a_submission_and_solves() -> None:
+    # The builder's own loader, as in submission.py: ``from connectx_az import solver`` is rewritten
+    # to the pasted module; with numba the pasted module compiles its own kernel, without it falls back.
+    from connectx_az.agent import builder
+
+    names = ("solver", "solver_numba")
+    sources = [(name, (SOURCE.parent / f"{name}.py").read_text()) for name in names]
+    try:
+        loaded = builder._loader_namespace()["_load_modules"](sources, set())
+        pasted = loaded["solver_numba"].make_solver()
+        assert isinstance(pasted, loaded["solver"].Solver)
+        for p in pons.load_set("Middle-Easy", limit=3):
+            col, score = pasted.best_move(*pons.position_of(p))
+            assert score == p.score and col in p.best_cols
+    finally:
+        for name in names:
+            sys.modules.pop(f"connectx_az_submission.{name}", None)
 
 
 def test_make_solver_gives_the_compiled_solver(kernel: Callable) -> None:
