@@ -397,8 +397,10 @@ def make_solver(*, table_size: int | None = None, wait: bool = True) -> solver.S
     """A ``CompiledSolver`` if numba compiles the kernel, else the pure-Python ``solver.Solver``.
 
     ``table_size``: entries of the table (``None``: each solver's own default).
-    With ``wait=False`` a compile running in another thread is not waited
-    for: the pure-Python solver is returned meanwhile.
+    The first call of the process compiles (about 1.5-2.5 s, see
+    ``compile_seconds``) unless ``compile_in_background`` already did; with
+    ``wait=False`` a compile running in another thread is not waited for (the
+    pure-Python solver is returned meanwhile; ask again on a later move).
     """
     kernel = _KERNEL
     if kernel is None and (wait or not _COMPILE_LOCK.locked()):

@@ -104,6 +104,19 @@ def test_pastes_into_a_submission_and_solves() -> None:
             sys.modules.pop(f"connectx_az_submission.{name}", None)
 
 
+def test_make_solver_does_not_wait_for_a_compile_in_progress_unless_asked(fresh_compile: None) -> None:
+    with solver_numba._COMPILE_LOCK:  # as while another thread compiles
+        assert type(solver_numba.make_solver(wait=False)) is solver.Solver
+
+
+def test_compile_in_background(fresh_compile: None) -> None:
+    pytest.importorskip("numba")
+    thread = solver_numba.compile_in_background()
+    thread.join(timeout=120)
+    assert not thread.is_alive() and solver_numba.kernel_error() is None
+    assert isinstance(solver_numba.make_solver(wait=False), solver_numba.CompiledSolver)
+
+
 def test_make_solver_gives_the_compiled_solver(kernel: Callable) -> None:
     compiled = solver_numba.make_solver(table_size=1000)
     assert isinstance(compiled, solver_numba.CompiledSolver)
