@@ -47,18 +47,19 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def cmd_train(args: argparse.Namespace) -> int:
     from connectx_az import config, train
 
+    budget = train.parse_duration(args.time_budget) if args.time_budget is not None else None
     if args.resume:
         cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
         if args.show_config and cfg is not None:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
-                         threads=args.threads, device=args.device)
+                         threads=args.threads, device=args.device, time_budget=budget)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
-                         progress=not args.quiet, threads=args.threads, device=args.device)
+                         progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget)
     print(f"checkpoint: {ckpt}")
     return 0
 
@@ -349,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--init-model", help="warm start from this checkpoint's weights")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
+    p.add_argument("--time-budget", metavar="DURATION",
+                   help="stop cleanly between generations before this much time has passed (resumable): "
+                        "seconds, or e.g. 90s, 45m, 11.5h")
     p.add_argument("--show-config", action="store_true", help="print the resolved config first")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")

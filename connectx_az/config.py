@@ -20,7 +20,7 @@ from typing import Any
 
 from connectx_az import files
 from connectx_az.mcts import SearchConfig
-from connectx_az.network import NetConfig
+from connectx_az.network import PRECISIONS, NetConfig
 from connectx_az.selfplay import SelfPlayConfig
 
 LR_SCHEDULES = ("constant", "cosine")
@@ -89,12 +89,17 @@ class RunConfig:
     num_generations: int = 20
     seed: int = 0
     device: str = "auto"
+    # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
+    # the GPU's compute capability; training itself is always float32.
+    precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100
 
     def __post_init__(self) -> None:
         if self.num_generations < 1:
             raise ValueError("num_generations must be >= 1")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {
