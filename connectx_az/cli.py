@@ -233,7 +233,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from connectx_az import bench
 
     result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
-                       workers=args.workers)
+                       workers=args.workers, preset=args.preset, evaluator=args.evaluator, device=args.device,
+                       precision=args.precision)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -436,6 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
                         "each with every --batch")
+    p.add_argument("--preset", default="cpu", help="selfplay: the training preset to measure (default cpu)")
+    p.add_argument("--evaluator", choices=["network", "free"], default="network",
+                   help="selfplay: free replaces the network by one that costs almost nothing, to time the "
+                        "tree work alone (default network)")
+    p.add_argument("--device", help="selfplay: auto, cpu, cuda, ... (default: the preset's)")
+    p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="selfplay: inference precision (default: the preset's, auto)")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser

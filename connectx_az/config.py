@@ -123,7 +123,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
-        "selfplay": {"num_games": 1024, "num_parallel_games": 1024},
+        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.
+        "selfplay": {"num_games": 1024, "num_parallel_games": 1024, "num_workers": -1},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,

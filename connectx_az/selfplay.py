@@ -53,6 +53,8 @@ class SelfPlayConfig:
     # 0: all games in this process.  W >= 1: W worker processes do the tree work,
     # each with ``num_parallel_games`` in flight, and this process runs the network
     # on their leaves in large batches (see ``workers``).  The games depend on W.
+    # -1: one worker per CPU core (``workers.resolve_num_workers``), as the gpu preset does,
+    # so that the tree work of one group of workers overlaps the network call of the other.
     num_workers: int = 0
     # Adjudication by the exact solver (0: off): at the first position with at most this many empty
     # cells, the weak solver (at most ``adjudicate_nodes`` positions, else no adjudication) gives
@@ -65,8 +67,8 @@ class SelfPlayConfig:
             raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
         if not 0 < self.full_search_prob <= 1:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
-        if self.num_workers < 0:
-            raise ValueError("selfplay.num_workers must be >= 0 (0 plays in this process)")
+        if self.num_workers < -1:
+            raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
         if not 0 <= self.adjudicate_empty < game.NUM_CELLS or self.adjudicate_nodes < 1:
             raise ValueError(f"selfplay.adjudicate_empty must be in [0, {game.NUM_CELLS - 1}] "
                              "and selfplay.adjudicate_nodes >= 1")
@@ -84,7 +86,9 @@ class GameRecord:
     who moved first.  With adjudication the values of the positions up to
     ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
     for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
-    game not adjudicated.
+    game not adjudicated.  ``num_leaves`` and ``leaf_depth_sum`` are search
+    statistics, not targets: the nodes the game's searches added below their
+    roots (each was a leaf once), and the sum of their depths in plies.
     """
 
     obs: np.ndarray
@@ -95,12 +99,15 @@ class GameRecord:
     first_player_result: int
     adjudicated_ply: int = -1
     adjudicated_result: int = 0
+    num_leaves: int = 0
+    leaf_depth_sum: int = 0
 
 
 @dataclass(frozen=True)
 class SelfPlayStats:
     """``adjudicated_rate``: share of the games the solver settled; ``adjudication_flip_rate``:
-    share of those whose actual result differs from the solved one (a blunder after that point)."""
+    share of those whose actual result differs from the solved one (a blunder after that point);
+    ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added."""
 
     num_games: int
     num_positions: int
@@ -110,6 +117,7 @@ class SelfPlayStats:
     draw_rate: float
     adjudicated_rate: float = 0.0
     adjudication_flip_rate: float = 0.0
+    mean_leaf_depth: float = 0.0
 
 
 class _CountingEvaluator:
@@ -135,6 +143,8 @@ class _Game:
     plies: list[int]
     adjudicated_ply: int = -1  # -1: not yet (or never) adjudicated
     adjudicated_result: int = 0  # for the first player
+    num_leaves: int = 0
+    leaf_depth_sum: int = 0
 
 
 def play_games(
@@ -175,8 +185,11 @@ def play_games(
         root_value = tree.root_value()
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
+        num_leaves, leaf_depth_sum = _leaf_depths(tree)
         still = []
         for i, g in enumerate(in_flight):
+            g.num_leaves += int(num_leaves[i])
+            g.leaf_depth_sum += int(leaf_depth_sum[i])
             if full:
                 g.obs.append(obs[i])
                 g.policy.append(policy[i])
@@ -201,6 +214,24 @@ def play_games(
                 on_game_done(record)
         in_flight = still
     return records, summarize(records, counter.num_evaluations)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits of each element of uint64 array ``x`` (int64, same shape)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(x).astype(np.int64)
+    return np.unpackbits(x.view(np.uint8).reshape(*x.shape, 8), axis=-1).sum(axis=-1, dtype=np.int64)
+
+
+def _leaf_depths(tree: mcts.Tree) -> tuple[np.ndarray, np.ndarray]:
+    """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search.
+
+    A node's depth below the root is its number of stones minus the root's.
+    """
+    used = np.arange(tree.capacity) < tree.num_nodes[:, None]
+    stones = _popcount(tree.mask)
+    depth = np.where(used, stones - stones[:, :1], 0)
+    return tree.num_nodes.astype(np.int64) - 1, depth.sum(axis=1)
 
 
 def _adjudicate(g: _Game, judge: solver.Solver, max_nodes: int) -> None:
@@ -228,6 +259,8 @@ def _finish(g: _Game, result: int) -> GameRecord:
         first_player_result=int(first_player_result),
         adjudicated_ply=g.adjudicated_ply,
         adjudicated_result=int(g.adjudicated_result),
+        num_leaves=g.num_leaves,
+        leaf_depth_sum=g.leaf_depth_sum,
     )
 
 
@@ -245,4 +278,5 @@ def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
         adjudicated_rate=len(adjudicated) / n,
         adjudication_flip_rate=sum(r.adjudicated_result != r.first_player_result for r in adjudicated)
         / max(len(adjudicated), 1),
+        mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
     )

@@ -84,8 +84,8 @@ def test_one_worker_plays_exactly_the_in_process_games() -> None:
 def test_games_are_split_evenly_and_the_setting_is_checked() -> None:
     assert workers.split_games(7, 2) == [4, 3]
     assert workers.split_games(2, 4) == [1, 1]
-    with pytest.raises(config.ConfigError, match="num_workers must be >= 0"):
-        config.make_config("smoke", overrides=["selfplay.num_workers=-1"])
+    with pytest.raises(config.ConfigError, match="num_workers must be >= -1"):
+        config.make_config("smoke", overrides=["selfplay.num_workers=-2"])  # -1 means one a core
 
 
 class _WrongShapeEvaluator:
@@ -173,3 +173,13 @@ def test_training_with_workers_completes_a_generation_and_resumes(tmp_path: Path
     assert all(r["num_games"] == 6 for r in rows)
     assert config.load_config(run_dir).selfplay.num_workers == 2
     assert not multiprocessing.active_children()
+
+
+def test_minus_one_workers_means_one_per_core_and_the_gpu_preset_uses_it() -> None:
+    assert workers.resolve_num_workers(-1, cpu_count=4) == 4
+    assert workers.resolve_num_workers(-1, cpu_count=2) == 2
+    assert workers.resolve_num_workers(-1, cpu_count=1) == 0  # one core: play in this process
+    assert workers.resolve_num_workers(3, cpu_count=1) == 3  # an explicit count is kept
+    assert config.make_config("gpu").selfplay.num_workers == -1
+    with pytest.raises(config.ConfigError, match="num_workers must be >= -1"):
+        config.make_config("gpu", overrides=["selfplay.num_workers=-2"])
