@@ -117,3 +117,20 @@ def test_the_evaluator_runs_in_reduced_precision_and_returns_float32(small_net) 
     assert logits16.dtype == np.float32 and value16.dtype == np.float32
     assert np.abs(logits16 - logits32).max() < 0.1 and np.abs(value16 - value32).max() < 0.05
     assert not np.array_equal(logits16, logits32)  # it did run in bfloat16
+
+
+def test_export_without_onnxruntime_checks_the_numpy_runtime_against_torch(
+        small_net, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kaggle's image has no onnxruntime: the notebook's export must still check the file."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    report = export.export_onnx(small_net, tmp_path / "net.onnx")
+    assert report.max_abs_diff is None
+    assert report.numpy_max_abs_diff is not None and report.numpy_max_abs_diff <= 1e-4
+    monkeypatch.setattr(export, "FP32_TOLERANCE", -1.0)
+    with pytest.raises(export.ExportError, match="numpy runtime differs from torch"):
+        export.export_onnx(small_net, tmp_path / "other.onnx")
+    assert not (tmp_path / "other.onnx").exists()
