@@ -219,6 +219,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
     run_dir = Path(run_dir)
+    changed = False
     if resume:
         saved = load_config(run_dir)
         if config is None:
@@ -227,21 +228,25 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             if config.net != saved.net:
                 raise ConfigError(f"{run_dir} was trained with net {asdict(saved.net)}; a resumed run "
                                   "keeps its network (start a new run with --init-model instead)")
-            save_config(config, run_dir)
-            log.info("resuming %s with a changed config", run_dir)
+            changed = True
     else:
         if config is None:
             raise ConfigError("a new run needs a config (choose a --preset)")
         if (run_dir / "config.json").exists():
             raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
+    assert config is not None
+    # Before anything is written: a device torch cannot use is refused with the run folder untouched.
+    device = resolve_device(device or config.device)
+    if changed:
+        save_config(config, run_dir)
+        log.info("resuming %s with a changed config", run_dir)
+    elif not resume:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             save_config(config, run_dir)
         except OSError as exc:
             raise ConfigError(f"cannot write to {run_dir}: {exc.strerror}; choose a writable folder") from exc
-    assert config is not None
     torch.set_num_threads(threads or config.threads)
-    device = resolve_device(device or config.device)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)

@@ -134,3 +134,12 @@ def test_export_without_onnxruntime_checks_the_numpy_runtime_against_torch(
     with pytest.raises(export.ExportError, match="numpy runtime differs from torch"):
         export.export_onnx(small_net, tmp_path / "other.onnx")
     assert not (tmp_path / "other.onnx").exists()
+
+
+def test_a_gpu_torch_cannot_use_is_refused_before_the_run_folder_is_written(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU128)
+    cfg = config.make_config("smoke", overrides=["device=cuda"])
+    with pytest.raises(config.ConfigError, match="compute capability 6.0"):
+        train.run(tmp_path / "run", cfg, progress=False)
+    assert not (tmp_path / "run").exists()
