@@ -73,9 +73,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
-    card: dict[str, Any] = {"sha256": report.sha256, "net": report.net_label,
-                            "parameters": net.num_parameters(), "float16": report.float16,
-                            "checkpoint": str(ckpt), "generation": data.get("generation")}
+    card = export.model_card(report.path, parameters=net.num_parameters(), checkpoint=str(ckpt),
+                             generation=data.get("generation"))
     if (ckpt.parent / train.METRICS).is_file():
         card["training"] = train.summarize(train.read_metrics(ckpt.parent), data.get("config"))
         card["trained_by"] = card["training"].pop("command")

@@ -93,7 +93,7 @@ def test_submission_runs_alone_like_kaggle(fixture, request, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(model_path, out, metadata={"generation": 7, "note": "test"})
     assert report.path == out and report.num_bytes == out.stat().st_size
-    assert report.model_sha256 == export.model_info(model_path)["sha256"] and report.net_label == "1x16"
+    assert report.model_sha256 == export.model_card(model_path)["sha256"] and report.net_label == "1x16"
 
     result, positions, logits, value = _run_fresh(out, tmp_path)
     assert result["agent"] == "agent" and result["backend"] == "numpy", result["load_error"]

@@ -33,7 +33,8 @@ BANK_PER_ACT_SECOND = 30.0
 #: the busy loop stops by itself after this many seconds, whatever happens to the test
 HOG_SECONDS = 120
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
+pytestmark = [pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity"),
+              pytest.mark.timing]
 
 # Shared by both runners: pin to one core, block what Kaggle lacks, import numpy (Kaggle's harness
 # has it loaded before it executes the file), and execute the file Kaggle's way.
