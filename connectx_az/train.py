@@ -204,9 +204,9 @@ def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
     """Raw-policy mistake rates on a few Pons positions per set (cheap, every generation)."""
     if config.eval_positions <= 0:
         return {}
-    from connectx_az import arena
+    from connectx_az import pons
 
-    return arena.policy_mistake_rates(evaluator, limit=config.eval_positions)
+    return pons.policy_mistake_rates(evaluator, limit=config.eval_positions)
 
 
 def _tensorboard(run_dir: Path) -> Any:

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import connectx_az
-from connectx_az import arena, export
+from connectx_az import export, kaggle_io
 from connectx_az.agent import builder
 
 PACKAGE = Path(connectx_az.__file__).resolve().parent
 
 # Runs in a fresh interpreter: block the package, onnxruntime and torch, execute the
 # file as Kaggle does (empty globals, last callable), play a few moves, score positions.
-_RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
+_RUNNER = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     import json, sys, time
     import numpy as np
 
