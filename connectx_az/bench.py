@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import arena, game
+from connectx_az import game, kaggle_io
 
 
 def _machine() -> dict[str, Any]:
@@ -228,7 +228,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
 
 # Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle.
 # argv: submission path, number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
-_SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
+_SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     import json, resource, sys, time
 
     def peak_rss_mb():

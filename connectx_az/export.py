@@ -30,6 +30,7 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -225,9 +226,11 @@ class OnnxRuntimeEvaluator(template.OrtEvaluator):
             raise ValueError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
 
 
-def model_info(path: str | Path) -> dict[str, object]:
-    """Facts about an exported model: size, sha256, float16 or not, net shape, operators.
+def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
+    """The model card saved beside an exported model (``cli export``, the notebook).
 
+    Facts read from the file (size, sha256, float16 or not, net shape, opset,
+    operators), then ``facts`` (JSON-able: checkpoint, generation, training).
     The net shape comes from the stored net config when present, else from the
     graph.  Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
     """
@@ -249,6 +252,7 @@ def model_info(path: str | Path) -> dict[str, object]:
         "net": net,
         "opset": model.opset,
         "ops": sorted(model.ops),
+        **facts,
     }
 
 

@@ -205,7 +205,7 @@ def play_games(
             result = game.outcome(g.position, g.mask)
             if result is None:
                 if judge is not None and g.ply == game.NUM_CELLS - config.adjudicate_empty:
-                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: once a game
+                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: each passes this ply once
                 still.append(g)
                 continue
             record = _finish(g, result)

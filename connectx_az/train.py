@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from connectx_az import replay, workers
+from connectx_az import files, replay, workers
 from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
 from connectx_az.network import (
     CheckpointError,
@@ -154,7 +154,7 @@ def _format_duration(seconds: float) -> str:
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
                 *, progress: bool = True) -> dict[str, float]:
-    """``num_steps`` of Adam on policy cross-entropy + value MSE; returns mean losses."""
+    """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses."""
     net.train()
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "policy_entropy": 0.0}
     for _ in tqdm(range(num_steps), desc="train", leave=False, disable=not progress):
@@ -183,9 +183,7 @@ def _trim_metrics(run_dir: Path, next_generation: int) -> None:
         return
     kept = [line for line in path.read_text().splitlines()
             if line.strip() and json.loads(line).get("generation", -1) < next_generation]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    tmp.replace(path)
+    files.atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
 
 def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
@@ -332,9 +330,9 @@ def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
     """Raw-policy mistake rates on a few Pons positions per set (cheap, every generation)."""
     if config.eval_positions <= 0:
         return {}
-    from connectx_az import arena
+    from connectx_az import pons
 
-    return arena.policy_mistake_rates(evaluator, limit=config.eval_positions)
+    return pons.policy_mistake_rates(evaluator, limit=config.eval_positions)
 
 
 def _tensorboard(run_dir: Path) -> Any:

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import connectx_az
-from connectx_az import arena, export
+from connectx_az import export, kaggle_io
 from connectx_az.agent import builder
 
 PACKAGE = Path(connectx_az.__file__).resolve().parent
 
 # Runs in a fresh interpreter: block the package, onnxruntime and torch, execute the
 # file as Kaggle does (empty globals, last callable), play a few moves, score positions.
-_RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
+_RUNNER = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     import json, sys, time
     import numpy as np
 
@@ -93,7 +93,7 @@ def test_submission_runs_alone_like_kaggle(fixture, request, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(model_path, out, metadata={"generation": 7, "note": "test"})
     assert report.path == out and report.num_bytes == out.stat().st_size
-    assert report.model_sha256 == export.model_info(model_path)["sha256"] and report.net_label == "1x16"
+    assert report.model_sha256 == export.model_card(model_path)["sha256"] and report.net_label == "1x16"
 
     result, positions, logits, value = _run_fresh(out, tmp_path)
     assert result["agent"] == "agent" and result["backend"] == "numpy", result["load_error"]

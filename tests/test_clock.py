@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import connectx_az
-from connectx_az import arena
+from connectx_az import kaggle_io
 from connectx_az.agent import builder, template
 
 SHIPPED_MODEL = Path(connectx_az.__file__).resolve().parent / "models" / "default.onnx"
@@ -33,11 +33,12 @@ BANK_PER_ACT_SECOND = 30.0
 #: the busy loop stops by itself after this many seconds, whatever happens to the test
 HOG_SECONDS = 120
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
+pytestmark = [pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity"),
+              pytest.mark.timing]
 
 # Shared by both runners: pin to one core, block what Kaggle lacks, import numpy (Kaggle's harness
 # has it loaded before it executes the file), and execute the file Kaggle's way.
-_PRELUDE = arena.sandbox_prelude() + '''
+_PRELUDE = kaggle_io.sandbox_prelude() + '''
 import json, os, sys, time
 
 os.sched_setaffinity(0, {int(sys.argv[1])})

@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import UniformEvaluator
 
 from connectx_az import game, mcts
-
-
-class UniformEvaluator:
-    """Equal priors and a drawn value everywhere; counts calls."""
-
-    def __init__(self) -> None:
-        self.num_calls = 0
-        self.num_positions = 0
-
-    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        self.num_calls += 1
-        self.num_positions += len(obs)
-        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 
 class SymmetricEvaluator:

@@ -116,16 +116,13 @@ def test_a_killed_worker_does_not_hang_the_parent() -> None:
     assert not multiprocessing.active_children()
 
 
-# Plays with a uniform numpy evaluator, prints its workers' pids at the first finished game, then
+# Plays with the tests' uniform evaluator, prints its workers' pids at the first finished game, then
 # dies by SIGKILL (no clean-up of any kind).  It also checks that what a worker imports has no torch.
 _KILLED_PARENT = """
 import os, signal, sys
 import numpy as np
+from conftest import UniformEvaluator
 from connectx_az import mcts, selfplay, workers
-
-class Uniform:
-    def evaluate(self, obs):
-        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 def die(_):
     import multiprocessing
@@ -134,7 +131,7 @@ def die(_):
 
 assert "torch" not in sys.modules
 settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
-workers.play_games(Uniform(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
+workers.play_games(UniformEvaluator(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
                    on_game_done=die)
 """
 
@@ -149,7 +146,7 @@ def _is_running(pid: int) -> bool:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_workers_exit_when_the_parent_is_killed() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     done = subprocess.run([sys.executable, "-c", _KILLED_PARENT], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == -signal.SIGKILL, done.stderr
