@@ -192,9 +192,7 @@ _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     rss_before = rss_mb()
     start = time.perf_counter()
-    env = {}
-    exec(compile(open(submission).read(), submission, "exec"), env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
     exec_done = time.perf_counter()
     template = env["_template"]
     mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
@@ -212,10 +210,7 @@ _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     # so the agent finds the reply in its tree and keeps growing it, as in a real game
     position, mask, moves = 0, 0, []
     for _ in range(num_moves):
-        board = game.to_kaggle(position, mask, 1)
-        obs = {"board": board, "mark": 1, "step": 2 * len(moves), "remainingOverageTime": overage}
-        cfg = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act_timeout, "timeout": act_timeout,
-               "episodeSteps": 1000, "runTimeout": 1200}
+        obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, 2 * len(moves), overage, act_timeout)
         t0 = time.perf_counter()
         col = agent(obs, cfg)
         info = dict(template.STATE.info)

@@ -79,7 +79,7 @@ def test_search_runs_and_reuses_its_tree(with_model):
     info = template.STATE.info
     assert info["source"] == "search" and info["simulations"] > 0 and not info["reused_tree"]
     position, mask = game.play(position, mask, first)
-    reply = next(c for c in (3, 2, 4, 1, 5, 0, 6) if game.is_legal(mask, c)
+    reply = next(c for c in game.CENTRE_FIRST if game.is_legal(mask, c)
                  and not game.winning_cols(*game.play(position, mask, c)))
     position, mask = game.play(position, mask, reply)
     template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}, FAST)
@@ -101,7 +101,7 @@ def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch)
                 grew.append(template.STATE.info["tree_grew"])
                 capacity = max(capacity, template.STATE.tree.capacity)
         else:  # a central move that hands over no immediate win
-            col = next((c for c in (3, 2, 4, 1, 5, 0, 6) if game.is_legal(mask, c)
+            col = next((c for c in game.CENTRE_FIRST if game.is_legal(mask, c)
                         and not game.winning_cols(*game.play(position, mask, c))), game.legal_cols(mask)[0])
         position, mask = game.play(position, mask, col)
     # the tree outgrew its first 64 nodes several times over, yet no search grew it (but perhaps one that

@@ -35,10 +35,7 @@ _RUNNER = kaggle_io.sandbox_prelude() + textwrap.dedent('''
             raise SystemExit(name + " could be imported")
 
     submission, positions, out = sys.argv[1:4]
-    code = compile(open(submission).read(), submission, "exec")
-    env = {}
-    exec(code, env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
 
     # a few plies of one game, the agent playing both sides
     rows, columns = 6, 7
@@ -46,9 +43,7 @@ _RUNNER = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     moves = []
     for ply in range(8):
         mark = 1 + ply % 2
-        observation = {"board": list(board), "mark": mark, "step": ply, "remainingOverageTime": 2.0}
-        configuration = {"rows": rows, "columns": columns, "inarow": 4, "actTimeout": 0.4,
-                         "timeout": 0.4, "episodeSteps": 1000}
+        observation, configuration = kaggle_dicts(board, mark, ply, 2.0, 0.4)
         start = time.perf_counter()
         move = agent(observation, configuration)
         seconds = time.perf_counter() - start
