@@ -107,6 +107,7 @@ def test_file_layout(small_onnx, tmp_path):
     text = out.read_text()
     for rel in ("game.py", "mcts.py", "solver.py", "agent/onnx_numpy.py", "agent/template.py"):
         assert (PACKAGE / rel).read_text() in text, rel  # the same tested source, verbatim
+    assert "GumbelConfig" not in text and "_considered_visits" not in text  # self-play's Gumbel root stays home
     assert report.model_sha256 in text.split("\n", 3)[2]  # header names the model
     assert '"generation": 7' in text and "1x16" in text
     module = ast.parse(text)
