@@ -9,7 +9,6 @@ built submission through kaggle-environments.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,11 +81,9 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     return exec_submission(str(path))[0]
 
 
-def _submission_backend() -> str:
-    """The backend the last loaded submission's agent used (its template module's state)."""
-    template = sys.modules.get("connectx_az_submission.template")
-    state = getattr(template, "STATE", None)
-    return str(getattr(state, "backend", "") or "unknown")
+def _submission_backend(namespace: dict[str, Any]) -> str:
+    """The inference backend the agent (``_agent``) of an executed submission used."""
+    return str(getattr(namespace.get("_agent"), "backend", "") or "unknown")
 
 
 @dataclass
@@ -134,7 +131,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
         for seat in (1, 2):
             result = SeatResult(opponent, seat)
             for _ in range(games):
-                agent = load_submission(submission)
+                agent, namespace = exec_submission(str(submission))
                 excess = [0.0]
 
                 def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess) -> Any:
@@ -151,7 +148,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
                 result.bank_used.append(excess[0])
-                result.backends.add(_submission_backend())
+                result.backends.add(_submission_backend(namespace))
                 final = steps[-1][seat - 1]
                 if final.status in BAD_STATUSES or final.reward is None:
                     result.bad_statuses.append(str(final.status))
