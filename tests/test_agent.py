@@ -87,6 +87,7 @@ def test_search_runs_and_reuses_its_tree(with_model):
     assert with_model.info["source"] == "search" and with_model.info["reused_tree"]
 
 
+@pytest.mark.timing  # how far a 0.05 s search grows the tree depends on the machine
 def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch):
     """Doubling a big tree takes about 0.1 s: the agent grows it before the search, by the last one's rate."""
     with_model.config = replace(with_model.config, tree_capacity=64)
