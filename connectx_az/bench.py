@@ -185,7 +185,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
     """
     from connectx_az import mcts, pons
-    from connectx_az.agent import template
+    from connectx_az.agent import backends, template
 
     path = Path(model)
     if not path.is_file():
@@ -196,7 +196,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     result: dict[str, Any] = {"model": path.name, "num_parallel": template.CONFIG.search.num_parallel}
     for backend in ("onnxruntime", "numpy"):
         try:
-            evaluator = template.make_evaluator(backend, data)
+            evaluator = backends.make_evaluator(backend, data)
         except ImportError:
             result[backend] = {"available": False}
             continue
@@ -241,13 +241,11 @@ _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     rss_before = rss_mb()
     start = time.perf_counter()
-    env = {}
-    exec(compile(open(submission).read(), submission, "exec"), env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
     exec_done = time.perf_counter()
-    template = env["_template"]
+    template, player = env["_template"], env["_agent"]
     mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
-    evaluator = template.load_model()
+    evaluator = player.load_model()
     decode_done = time.perf_counter()
     # the first tiny search: one batch of leaves from the empty board
     tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
@@ -261,13 +259,10 @@ _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     # so the agent finds the reply in its tree and keeps growing it, as in a real game
     position, mask, moves = 0, 0, []
     for _ in range(num_moves):
-        board = game.to_kaggle(position, mask, 1)
-        obs = {"board": board, "mark": 1, "step": 2 * len(moves), "remainingOverageTime": overage}
-        cfg = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act_timeout, "timeout": act_timeout,
-               "episodeSteps": 1000, "runTimeout": 1200}
+        obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, 2 * len(moves), overage, act_timeout)
         t0 = time.perf_counter()
         col = agent(obs, cfg)
-        info = dict(template.STATE.info)
+        info = dict(player.info)
         moves.append({"col": col, "seconds": round(time.perf_counter() - t0, 3), "source": info.get("source"),
                       "simulations": int(info.get("simulations", 0))})
         position, mask = game.play(position, mask, col)
@@ -280,9 +275,9 @@ _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     print(json.dumps({
         "exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
         "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
-        "backend": template.STATE.backend, "load_error": template.STATE.load_error,
+        "backend": player.backend, "load_error": player.load_error,
         "rss_before_mb": rss_before, "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
-        "tree_nodes": int(template.STATE.tree.num_nodes[0]) if template.STATE.tree is not None else 0,
+        "tree_nodes": int(player.tree.num_nodes[0]) if player.tree is not None else 0,
         "moves": moves,
     }))
 ''')

@@ -5,11 +5,14 @@ piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
 is written before any work so a run can always be resumed or reproduced.
 
 Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
-``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.
+``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  Keys
+that moved (``RENAMED``) are accepted under their old names, in overrides and in
+the ``config.json`` of older runs.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -24,6 +27,13 @@ from connectx_az.network import PRECISIONS, NetConfig
 from connectx_az.selfplay import SelfPlayConfig
 
 LR_SCHEDULES = ("constant", "cosine")
+#: old dotted key -> where the setting lives now (the Gumbel root left ``mcts`` for ``selfplay.gumbel``)
+RENAMED = {
+    "mcts.gumbel": "selfplay.gumbel.enabled",
+    "mcts.gumbel_considered": "selfplay.gumbel.considered",
+    "mcts.gumbel_c_visit": "selfplay.gumbel.c_visit",
+    "mcts.gumbel_c_scale": "selfplay.gumbel.c_scale",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,8 +208,27 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def _migrate(values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of config dict ``values`` with settings saved under an old key (``RENAMED``) moved to the new one."""
+    values = copy.deepcopy(values)
+    for old, new in RENAMED.items():
+        *old_parents, old_key = old.split(".")
+        node: Any = values
+        for part in old_parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or old_key not in node:
+            continue
+        value = node.pop(old_key)
+        *new_parents, new_key = new.split(".")
+        target = values
+        for part in new_parents:
+            target = target.setdefault(part, {})
+        target[new_key] = value
+    return values
+
+
 def from_dict(values: dict[str, Any]) -> RunConfig:
-    return _build(RunConfig, values)
+    return _build(RunConfig, _migrate(values))
 
 
 def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
@@ -228,7 +257,8 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
         key, sep, text = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} must look like key=value, e.g. mcts.num_simulations=400")
-        parts = key.strip().split(".")
+        key = RENAMED.get(key.strip(), key.strip())
+        parts = key.split(".")
         node = values
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):

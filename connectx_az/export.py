@@ -38,7 +38,7 @@ import torch
 from onnx import numpy_helper
 
 from connectx_az import files, game
-from connectx_az.agent import onnx_numpy, template
+from connectx_az.agent import backends, onnx_numpy
 from connectx_az.network import PolicyValueNet
 
 INPUT_NAME = "obs"
@@ -211,7 +211,7 @@ def _read_model(source: str | Path | bytes) -> tuple[bytes, str]:
     return path.read_bytes(), str(path)
 
 
-class OnnxRuntimeEvaluator(template.OrtEvaluator):
+class OnnxRuntimeEvaluator(backends.OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
     Raises ``FileNotFoundError`` for a missing file and ``ValueError`` when

@@ -1,14 +1,14 @@
 """Running a file the way Kaggle does: observations, the sandbox, loading a submission, validation.
 
 ``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position;
-``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox;
-``load_submission`` executes a ``submission.py`` as Kaggle does and returns its last
-callable; ``validate`` plays a built submission through kaggle-environments.
+``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox (and
+defines ``kaggle_sandbox``'s helpers there); ``load_submission`` executes a
+``submission.py`` as Kaggle does and returns its last callable; ``validate`` plays a
+built submission through kaggle-environments.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az import game
+from connectx_az.kaggle_sandbox import exec_submission, kaggle_dicts
 
 #: default seconds a move (Kaggle's ``actTimeout``) and overage bank per second of it (60 s at 2 s)
 ACT_TIMEOUT = 2.0
@@ -44,11 +45,8 @@ def kaggle_inputs(position: int, mask: int, *, act_timeout: float = ACT_TIMEOUT,
     ply = game.num_stones(mask)
     mark = 1 + ply % 2
     bank = OVERAGE_PER_ACT_SECOND * act_timeout if overage is None else overage
-    observation = _Struct(board=game.to_kaggle(position, mask, mark), mark=mark, step=ply,
-                          remainingOverageTime=bank)
-    configuration = _Struct(rows=game.ROWS, columns=game.COLS, inarow=game.INAROW, actTimeout=act_timeout,
-                            timeout=act_timeout, episodeSteps=1000, runTimeout=1200, agentTimeout=60)
-    return observation, configuration
+    observation, configuration = kaggle_dicts(game.to_kaggle(position, mask, mark), mark, ply, bank, act_timeout)
+    return _Struct(observation), _Struct(configuration)
 
 
 KAGGLE_BLOCKED = ("connectx_az", "onnxruntime", "torch")
@@ -59,7 +57,8 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
 
     Prepend it to a child script: importing any of ``blocked`` (by top-level
     name) raises ``ImportError``, and numpy is imported first, as Kaggle's
-    harness has it loaded before it executes a submission.
+    harness has it loaded before it executes a submission.  The script can then
+    call ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
     """
     return (
         "import sys\n"
@@ -70,6 +69,7 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
         "        return None\n"
         "sys.meta_path.insert(0, _Blocker())\n"
         "import numpy  # noqa: E402,F401\n"
+        + Path(__file__).with_name("kaggle_sandbox.py").read_text(encoding="utf-8")
     )
 
 
@@ -77,21 +77,13 @@ BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")
 
 
 def load_submission(path: str | Path) -> Callable[..., Any]:
-    """Execute ``submission.py`` the way Kaggle does and return its last callable."""
-    code = Path(path).read_text()
-    namespace: dict[str, Any] = {}
-    exec(compile(code, str(path), "exec"), namespace)
-    agents = [v for v in namespace.values() if callable(v)]
-    if not agents:
-        raise ValueError(f"{path} defines no callable agent")
-    return agents[-1]
+    """Execute ``submission.py`` the way Kaggle does and return its last callable (``ValueError``: none)."""
+    return exec_submission(str(path))[0]
 
 
-def _submission_backend() -> str:
-    """The backend the last loaded submission's agent used (its template module's state)."""
-    template = sys.modules.get("connectx_az_submission.template")
-    state = getattr(template, "STATE", None)
-    return str(getattr(state, "backend", "") or "unknown")
+def _submission_backend(namespace: dict[str, Any]) -> str:
+    """The inference backend the agent (``_agent``) of an executed submission used."""
+    return str(getattr(namespace.get("_agent"), "backend", "") or "unknown")
 
 
 @dataclass
@@ -139,7 +131,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
         for seat in (1, 2):
             result = SeatResult(opponent, seat)
             for _ in range(games):
-                agent = load_submission(submission)
+                agent, namespace = exec_submission(str(submission))
                 excess = [0.0]
 
                 def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess) -> Any:
@@ -156,7 +148,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
                 result.bank_used.append(excess[0])
-                result.backends.add(_submission_backend())
+                result.backends.add(_submission_backend(namespace))
                 final = steps[-1][seat - 1]
                 if final.status in BAD_STATUSES or final.reward is None:
                     result.bad_statuses.append(str(final.status))

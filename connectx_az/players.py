@@ -25,7 +25,6 @@ Player = Callable[[Any, Any], int]
 #: kaggle-environments' own ConnectX agents, by name
 BUILTINS = ("random", "negamax")
 
-_CENTRE_FIRST = (3, 2, 4, 1, 5, 0, 6)
 _INF = 1 << 40
 
 
@@ -70,14 +69,13 @@ def heuristic(position: int, mask: int) -> int:
 
 def _alphabeta(position: int, mask: int, depth: int, alpha: int, beta: int) -> int:
     """Fail-soft negamax score for the side to move of an unfinished position."""
-    for col in _CENTRE_FIRST:
-        if not mask & game.TOP_BITS[col] and game.is_win(position | ((mask + game.BOTTOM_BITS[col])
-                                                                      & game.COLUMN_BITS[col])):
+    for col in game.CENTRE_FIRST:
+        if not mask & game.TOP_BITS[col] and game.wins_now(position, mask, col):
             return _WIN_SCORE + depth
     if depth <= 0:
         return heuristic(position, mask)
     best = -_INF
-    for col in _CENTRE_FIRST:
+    for col in game.CENTRE_FIRST:
         if mask & game.TOP_BITS[col]:
             continue
         child, child_mask = game.play(position, mask, col)
@@ -105,10 +103,10 @@ def alphabeta_move(position: int, mask: int, depth: int) -> int:
     if game.outcome(position, mask) is not None:
         raise ValueError("the game is already over")
     best_col, best, alpha = -1, -_INF, -_INF
-    for col in _CENTRE_FIRST:
+    for col in game.CENTRE_FIRST:
         if mask & game.TOP_BITS[col]:
             continue
-        if game.is_win(position | ((mask + game.BOTTOM_BITS[col]) & game.COLUMN_BITS[col])):
+        if game.wins_now(position, mask, col):
             return col
         child, child_mask = game.play(position, mask, col)
         score = 0 if game.is_full(child_mask) else -_alphabeta(child, child_mask, depth - 1, -_INF, -alpha)

@@ -193,12 +193,7 @@ def submission_mistake_rates(submission: str | Path, *, limit: int | None = None
     def choose(positions: list[tuple[int, int]]) -> list[int]:
         cols = []
         for position, mask in positions:
-            ply = game.num_stones(mask)
-            mark = 1 + ply % 2
-            obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "step": ply,
-                   "remainingOverageTime": overage}
-            cfg = {"rows": game.ROWS, "columns": game.COLS, "inarow": game.INAROW, "actTimeout": act_timeout,
-                   "timeout": act_timeout, "episodeSteps": 1000, "runTimeout": 1200}
+            obs, cfg = kaggle_io.kaggle_inputs(position, mask, act_timeout=act_timeout, overage=overage)
             cols.append(int(kaggle_io.load_submission(submission)(obs, cfg)))
             if on_position is not None:
                 on_position()

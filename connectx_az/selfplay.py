@@ -17,22 +17,22 @@ With playout cap randomization (``full_search_prob < 1``) only the moves
 searched with the full budget are recorded; the cheap moves just move the game
 along.
 
-With ``mcts.SearchConfig.gumbel`` the full searches use Gumbel root selection
-with sequential halving (Danihelka et al. 2022, see ``mcts.search``): the
-policy target is the improved policy ``mcts.gumbel_policy`` instead of the
-visit distribution, and every such move is ``mcts.gumbel_cols``' choice (the
-Gumbel noise replaces both the Dirichlet noise and the temperature sampling).
+With ``SelfPlayConfig.gumbel.enabled`` the full searches use Gumbel root selection
+with sequential halving (Danihelka et al. 2022, see ``gumbel``): the policy
+target is the improved policy ``gumbel.improved_policy`` instead of the visit
+distribution, and every such move is ``gumbel.choose_cols``' choice (the Gumbel
+noise replaces both the Dirichlet noise and the temperature sampling).
 The cheap searches are unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from connectx_az import game, mcts, solver
+from connectx_az import game, gumbel, mcts, solver
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +61,8 @@ class SelfPlayConfig:
     # the value target of that position and every earlier one (see the module docstring).
     adjudicate_empty: int = 0
     adjudicate_nodes: int = 200_000
+    # Gumbel root selection for the full searches (off by default; see the module docstring).
+    gumbel: gumbel.GumbelConfig = field(default_factory=gumbel.GumbelConfig)
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
@@ -174,12 +176,14 @@ def play_games(
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = mcts.Tree(positions, masks, capacity=sims + 1)
-        mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
-        is_gumbel = full and search.gumbel
+        is_gumbel = full and config.gumbel.enabled
         if is_gumbel:
-            policy = mcts.gumbel_policy(tree, search)
-            greedy = mcts.gumbel_cols(tree, search)
+            noise = gumbel.draw_noise(rng, tree.batch_size)
+            gumbel.search(tree, counter, search, config.gumbel, noise, num_simulations=sims)
+            policy = gumbel.improved_policy(tree, config.gumbel)
+            greedy = gumbel.choose_cols(tree, noise, config.gumbel)
         else:
+            mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
             policy = mcts.policy_from_visits(tree.root_visits())
             greedy = mcts.best_cols(tree)
         root_value = tree.root_value()

@@ -47,15 +47,8 @@ os.sched_setaffinity(0, {int(sys.argv[1])})
 def load(submission):
     """(agent, globals, seconds): executes the file afresh in an empty namespace."""
     start = time.perf_counter()
-    env = {}
-    exec(compile(open(submission).read(), submission, "exec"), env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
     return agent, env, time.perf_counter() - start
-
-
-def configuration(act_timeout):
-    return {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act_timeout, "timeout": act_timeout,
-            "episodeSteps": 1000, "runTimeout": 1200}
 '''
 
 # argv: cpu, submission, act_timeout, bank, number of games, seed, scale of the agent's own clock
@@ -101,20 +94,20 @@ _GAMES = _PRELUDE + textwrap.dedent('''
     for g in range(num_games):
         seat = 1 + g % 2  # alternate who moves first
         agent, env, exec_seconds = load(submission)  # afresh for every game, as Kaggle does
-        template = env["_template"]
+        player = env["_agent"]
         if scale != 1.0:  # the agent's own clock constants, in seconds, shrink with the clock
-            c = template.CONFIG
-            template.CONFIG = dataclasses.replace(
+            c = player.config
+            player.config = dataclasses.replace(
                 c, safety_seconds=c.safety_seconds * scale, overage_reserve=c.overage_reserve * scale,
                 max_extra_seconds=c.max_extra_seconds * scale, default_act_timeout=c.default_act_timeout * scale)
         board, bank, mark, moves, result = [0] * (ROWS * COLS), bank0, 1, [], None
         for step in range(ROWS * COLS):
             if mark == seat:
-                observation = {"board": list(board), "mark": mark, "step": step, "remainingOverageTime": bank}
+                observation, configuration = kaggle_dicts(board, mark, step, bank, act_timeout)
                 start = time.perf_counter()
-                move = agent(observation, configuration(act_timeout))
+                move = agent(observation, configuration)
                 seconds = time.perf_counter() - start + (exec_seconds if not moves else 0.0)
-                info = template.STATE.info
+                info = player.info
                 excess = max(0.0, seconds - act_timeout)
                 record = {"step": step, "type": type(move).__name__, "move": repr(move),
                           "seconds": seconds, "budget": info.get("budget"), "source": info.get("source"),
@@ -137,7 +130,7 @@ _GAMES = _PRELUDE + textwrap.dedent('''
                 break
             mark = 3 - mark
         games.append({"seat": seat, "exec_seconds": exec_seconds, "result": result or "draw", "moves": moves,
-                      "last_error": template.STATE.last_error})
+                      "last_error": player.last_error})
     print(json.dumps(games))
 ''')
 
@@ -145,11 +138,11 @@ _GAMES = _PRELUDE + textwrap.dedent('''
 _FIRST_MOVE = _PRELUDE + textwrap.dedent('''
     submission, act_timeout, bank = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     agent, env, exec_seconds = load(submission)
-    observation = {"board": [0] * 42, "mark": 1, "step": 0, "remainingOverageTime": bank}
+    observation, configuration = kaggle_dicts([0] * 42, 1, 0, bank, act_timeout)
     start = time.perf_counter()
-    move = agent(observation, configuration(act_timeout))
+    move = agent(observation, configuration)
     call_seconds = time.perf_counter() - start
-    state = env["_template"].STATE
+    state = env["_agent"]
     print(json.dumps({"type": type(move).__name__, "move": repr(move), "exec_seconds": exec_seconds,
                       "call_seconds": call_seconds, "decode_seconds": state.load_seconds,
                       "backend": state.backend, "info": {k: v for k, v in state.info.items()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from connectx_az import config
+from connectx_az import config, gumbel
 
 
 def test_overrides_and_unknown_keys() -> None:
@@ -50,3 +51,17 @@ def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> N
     del saved["train"]["lr_schedule"], saved["selfplay"]["num_workers"]
     assert config.preset_of(saved) == "cpu"
     assert config.preset_of({**saved, "num_generations": 7}) is None
+
+
+def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
+    # Runs saved before the Gumbel root moved to selfplay.gumbel kept its settings in "mcts".
+    saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
+    del saved["selfplay"]["gumbel"]
+    saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
+    assert config.preset_of(saved) == "cpu"
+    saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = config.load_config(tmp_path)
+    assert loaded.selfplay.gumbel == gumbel.GumbelConfig(enabled=True, considered=8, c_visit=40.0, c_scale=0.2)
+    assert loaded == config.make_config("cpu", overrides=["seed=3", "mcts.gumbel=true", "mcts.gumbel_considered=8",
+                                                          "mcts.gumbel_c_visit=40", "mcts.gumbel_c_scale=0.2"])

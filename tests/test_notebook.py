@@ -28,6 +28,8 @@ pytest.importorskip("kaggle_environments")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402  (after the skips)
 from jupyter_client.manager import KernelManager  # noqa: E402
 
+from connectx_az import kaggle_io  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"
 GENERATIONS = 2
@@ -108,11 +110,8 @@ def test_notebook_trains_exports_builds_and_validates_on_cpu(tmp_path: Path,
     assert sorted(p.name for p in work.iterdir()) == ["out", "run"]  # nothing written elsewhere
 
     # Kaggle executes the file in an empty namespace and calls the last callable it defines
-    namespace: dict[str, Any] = {}
-    exec(compile((out_dir / "submission.py").read_text(), "submission.py", "exec"), namespace)
-    agent = [value for value in namespace.values() if callable(value)][-1]
-    move = agent({"board": [0] * 42, "mark": 1, "remainingOverageTime": 0},
-                 {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 1.0})
+    agent = kaggle_io.load_submission(out_dir / "submission.py")
+    move = agent(*kaggle_io.kaggle_inputs(0, 0, act_timeout=1.0, overage=0))
     assert type(move) is int and 0 <= move < 7
 
 

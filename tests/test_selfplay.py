@@ -45,7 +45,7 @@ def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_n
 def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
     cfg = config.make_config("smoke", overrides=["mcts.gumbel=true", "mcts.gumbel_considered=4",
                                                  "mcts.num_simulations=16", "mcts.gumbel_c_scale=0.1"])
-    assert cfg.mcts.gumbel is True and cfg.mcts.gumbel_considered == 4
+    assert cfg.selfplay.gumbel.enabled is True and cfg.selfplay.gumbel.considered == 4
     evaluator = TorchEvaluator(make_net(0))  # fixed weights: its games fill some columns
     records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert len(records) == 6
@@ -62,7 +62,7 @@ def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) ->
         np.testing.assert_array_equal(a.obs, b.obs)
     with pytest.raises(config.ConfigError, match="expected true or false"):
         config.make_config("smoke", overrides=["mcts.gumbel=maybe"])
-    with pytest.raises(config.ConfigError, match="gumbel_considered"):
+    with pytest.raises(config.ConfigError, match="gumbel.considered"):
         config.make_config("smoke", overrides=["mcts.gumbel_considered=0"])
 
 
