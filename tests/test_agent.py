@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from connectx_az import game
+from connectx_az import game, kaggle_io
 from connectx_az.agent import fallback, template
 
 FAST = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 0.3}  # budget: 0.05 s a move
@@ -37,16 +37,14 @@ def _legal_cols(board, columns: int) -> list[int]:
 
 def test_plays_a_game_with_legal_plain_ints(with_model):
     position, mask = game.initial()
-    mark = 1
     for _ in range(12):
-        obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "remainingOverageTime": 6.0}
+        obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=6.0)  # mark: the side to move
         move = with_model(obs, FAST)
         assert type(move) is int and game.is_legal(mask, move)
         assert with_model.backend == "numpy"
         position, mask = game.play(position, mask, move)
         if game.outcome(position, mask) is not None:
             break
-        mark = 3 - mark
 
 
 def test_takes_an_immediate_win(with_model):
@@ -75,7 +73,7 @@ def test_blocks_an_immediate_loss(with_model):
 
 def test_search_runs_and_reuses_its_tree(with_model):
     position, mask = game.from_moves("4453")
-    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
+    obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=0)
     first = with_model(obs, {**FAST, "actTimeout": 1.0})  # the first move also loads the model
     info = with_model.info
     assert info["source"] == "search" and info["simulations"] > 0 and not info["reused_tree"]
@@ -83,7 +81,7 @@ def test_search_runs_and_reuses_its_tree(with_model):
     reply = next(c for c in game.CENTRE_FIRST if game.is_legal(mask, c)
                  and not game.winning_cols(*game.play(position, mask, c)))
     position, mask = game.play(position, mask, reply)
-    with_model({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}, FAST)
+    with_model(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], FAST)
     assert with_model.info["source"] == "search" and with_model.info["reused_tree"]
 
 
@@ -97,8 +95,7 @@ def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch)
         if game.outcome(position, mask) is not None:
             break
         if ply % 2 == 0:
-            col = with_model({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0},
-                                 FAST)
+            col = with_model(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], FAST)
             if with_model.info["source"] == "search":
                 grew.append(with_model.info["tree_grew"])
                 capacity = max(capacity, with_model.tree.capacity)
@@ -135,7 +132,7 @@ def test_solver_plays_the_endgame(with_model):
             position, mask = game.play(position, mask, int(rng.choice(safe)))
         if game.num_stones(mask) == 32 and len(game.legal_cols(mask)) > 1:
             break
-    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
+    obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=0)
     move = with_model(obs, {**FAST, "actTimeout": 2.0})
     assert game.is_legal(mask, move)
     if template.solver is not None:
