@@ -105,8 +105,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"model: {model} ({report.net_label} ResNet, sha256 {report.model_sha256})")
     if "trained_by" in metadata:
         t = metadata.get("training", {})
-        print(f"trained by: {metadata['trained_by']}: {t.get('generations')} generations, "
-              f"{t.get('games'):,} self-play games, {t.get('hours')} h")
+        facts = [f"{t['generations']} generations" if "generations" in t else "",
+                 f"{t['games']:,} self-play games" if "games" in t else "",
+                 f"{t['hours']} h" if "hours" in t else ""]
+        print(f"trained by: {metadata['trained_by']}" + "".join(f", {f}" for f in facts if f).replace(", ", ": ", 1))
     return 0
 
 

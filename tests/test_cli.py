@@ -155,3 +155,16 @@ def test_cli_arena_json() -> None:
     out = json.loads(result.stdout)
     assert {r["name"] for r in out["ratings"]} == {"default@8", "alphabeta1", "random"}
     assert len(out["games"]) == 3 * 2 and out["anchor"] == "random"
+
+
+def test_build_prints_a_notebook_card_that_lacks_games_and_hours(tmp_path: Path) -> None:
+    """The notebook's card has generations but no games or hours; building from it must not fail."""
+    import shutil
+
+    model = tmp_path / "model.onnx"
+    shutil.copy(Path(__file__).resolve().parents[1] / "connectx_az" / "models" / "default.onnx", model)
+    model.with_suffix(".json").write_text(json.dumps(
+        {"trained_by": "connectx_az notebooks/train.ipynb", "training": {"generations": 3}}))
+    built = _run("build", "--model", str(model), "--out", str(tmp_path / "submission.py"), cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "trained by: connectx_az notebooks/train.ipynb: 3 generations\n" in built.stdout
