@@ -9,7 +9,12 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 GAMES ?= 20
 
-.PHONY: submission test test-slow validate install install-train install-test train-cpu lint clean
+# onnx for the Kaggle dataset: versions with wheels for Kaggle's and Colab's Pythons that work with numpy 1.x and 2.x.
+ONNX_SPEC ?= onnx==1.17.0
+KAGGLE_PYTHONS ?= 3.11 3.12
+KAGGLE_DIR := build/kaggle
+
+.PHONY: submission test test-slow validate install install-train install-test train-cpu kaggle lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +57,23 @@ validate: $(VENV)/.validate
 
 train-cpu: $(VENV)/.train
 	$(BIN)/connectx-az train runs/cpu --preset cpu
+
+# One folder to upload as a Kaggle dataset: the package's wheel, onnx wheels, and the notebook, which
+# installs the wheel from /kaggle/input with Internet off (see the notebook's first cell).
+kaggle: $(VENV)/.core
+	rm -rf $(KAGGLE_DIR)
+	$(PIP) wheel --no-deps -w $(KAGGLE_DIR) .
+	rm -rf build/lib build/bdist.*
+	for version in $(KAGGLE_PYTHONS); do \
+		$(PIP) download --no-deps --only-binary=:all: --python-version $$version \
+			--platform manylinux_2_17_x86_64 -d $(KAGGLE_DIR) "$(ONNX_SPEC)" || exit 1; \
+	done
+	cp notebooks/train.ipynb $(KAGGLE_DIR)/
+	printf '%s\n' '{"title": "connectx-az package", "id": "YOUR_KAGGLE_USERNAME/connectx-az-package",' \
+		'"licenses": [{"name": "MIT"}]}' > $(KAGGLE_DIR)/dataset-metadata.json
+	@ls -l $(KAGGLE_DIR)
+	@echo "Upload $(KAGGLE_DIR) as a Kaggle dataset (kaggle.com: Datasets, New dataset; or set your user name in" \
+		"$(KAGGLE_DIR)/dataset-metadata.json and run: kaggle datasets create -p $(KAGGLE_DIR))."
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check .

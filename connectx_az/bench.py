@@ -2,7 +2,9 @@
 
 ``selfplay``: network evaluations per second inside self-play next to the raw
 batched forward rate of the same network, measured in the same process; with
-worker processes, the tree work runs in them and the network here.
+worker processes, the tree work runs in them and the network here.  With
+``--evaluator free`` the network is replaced by one that costs almost nothing,
+so the figure is the tree work's own rate.
 ``agent``: simulations per second of the submission's search for each
 inference backend, next to that backend's raw single-position rate; then, for
 a freshly built ``submission.py`` run as Kaggle runs it (fresh interpreter,
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import arena, game
+from connectx_az import game, kaggle_io
 
 
 def _machine() -> dict[str, Any]:
@@ -44,8 +46,32 @@ def rate(fn: Any, per_call: int, seconds: float) -> float:
     return n * per_call / elapsed
 
 
+class FreeEvaluator:
+    """An evaluator that costs almost nothing, for timing self-play's tree work alone.
+
+    A fixed random linear map of the two planes gives logits and a value
+    (``tanh``).  Unlike uniform priors (whose trees are shallow: 3.1 plies below
+    the root at 200 simulations), its priors are uneven and vary with the
+    position, and ``scale`` 0.8 was chosen so that its trees are about as deep
+    as the shipped network's (6.1 vs 6.2 plies, gpu preset, measured with
+    ``SelfPlayStats.mean_leaf_depth``); ``bench selfplay`` reports the depth
+    beside every rate, so the two can be compared on any model.
+    """
+
+    def __init__(self, seed: int = 0, scale: float = 0.8) -> None:
+        self.weights = np.random.default_rng(seed).normal(0.0, scale, (2 * game.NUM_CELLS, 8)).astype(np.float32)
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = obs.reshape(len(obs), -1).astype(np.float32) @ self.weights
+        return x[:, : game.NUM_ACTIONS], np.tanh(x[:, game.NUM_ACTIONS])
+
+
+EVALUATORS = ("network", "free")
+
+
 def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str | Path | None = None,
-                   overrides: tuple[str, ...] = (), num_workers: int = 0) -> dict[str, Any]:
+                   overrides: tuple[str, ...] = (), num_workers: int = 0, evaluator: str = "network",
+                   device: str | None = None, precision: str | None = None) -> dict[str, Any]:
     """Self-play throughput of ``preset`` against the raw forward rate of its network.
 
     Plays one wave of games: ``batch`` (the preset's games in flight) in this
@@ -53,36 +79,58 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     waves of ``batch`` at once, their start-up included as in training.  The raw
     rate is measured at ``raw_batch``, the largest batch self-play sends: the
     games in flight of one of the server's two groups of workers.
+
+    ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is
+    then the tree work's alone, ``tree_evals_per_s`` (and per core: per process
+    doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
+    ``device`` and ``precision`` override the preset's (``train.resolve_device``,
+    ``network.autocast_dtype``).
     """
-    import torch
-
     from connectx_az import config, export, train, workers
-    from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint
 
-    cfg = config.make_config(preset, overrides=[*overrides, f"selfplay.num_workers={num_workers}"])
-    torch.set_num_threads(cfg.threads)
-    device = train.resolve_device(cfg.device)
-    if checkpoint is not None and Path(checkpoint).is_file():
-        net, _ = load_checkpoint(checkpoint)
-    else:
-        torch.manual_seed(0)
-        net = PolicyValueNet(cfg.net)
-    evaluator = TorchEvaluator(net, device)
-    rng = np.random.default_rng(0)
+    if evaluator not in EVALUATORS:
+        raise ValueError(f"unknown evaluator {evaluator!r}; choose one of {', '.join(EVALUATORS)}")
+    settings = [*overrides, f"selfplay.num_workers={num_workers}"]
+    settings += [f"device={device}"] * (device is not None) + [f"precision={precision}"] * (precision is not None)
+    cfg = config.make_config(preset, overrides=settings)
     batch = cfg.selfplay.num_parallel_games
-    raw_batch = batch * max(1, (num_workers + 1) // 2)
-    obs = export.random_positions(raw_batch, rng)
-    raw = rate(lambda: evaluator.evaluate(obs), raw_batch, seconds)
     num_games = batch * max(1, num_workers)
+    rng = np.random.default_rng(0)
+    result: dict[str, Any] = {"preset": preset, "evaluator": evaluator}
+    if evaluator == "free":
+        scorer: Any = FreeEvaluator()
+        result.update(workers=num_workers, batch=batch)
+    else:
+        import torch
+
+        from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint
+
+        torch.set_num_threads(cfg.threads)
+        torch_device = train.resolve_device(cfg.device)
+        if checkpoint is not None and Path(checkpoint).is_file():
+            net, _ = load_checkpoint(checkpoint)
+        else:
+            torch.manual_seed(0)
+            net = PolicyValueNet(cfg.net)
+        scorer = TorchEvaluator(net, torch_device, cfg.precision)
+        raw_batch = batch * max(1, (num_workers + 1) // 2)
+        obs = export.random_positions(raw_batch, rng)
+        raw = rate(lambda: scorer.evaluate(obs), raw_batch, seconds)
+        result.update(net=net.config.label, device=str(torch_device), precision=str(scorer.dtype or "float32"),
+                      threads=cfg.threads, workers=num_workers, batch=batch, raw_batch=raw_batch,
+                      raw_evals_per_s=round(raw, 1))
     start = time.perf_counter()
-    _, stats = workers.play_games(evaluator, num_games, cfg.selfplay, cfg.mcts, rng)
+    _, stats = workers.play_games(scorer, num_games, cfg.selfplay, cfg.mcts, rng)
     elapsed = time.perf_counter() - start
     sp_rate = stats.num_evaluations / elapsed
+    if evaluator == "free":
+        result.update(tree_evals_per_s=round(sp_rate, 1),
+                      tree_evals_per_s_per_core=round(sp_rate / max(1, num_workers), 1))
+    else:
+        result.update(selfplay_evals_per_s=round(sp_rate, 1), ratio=round(sp_rate / result["raw_evals_per_s"], 3))
     return {
-        "preset": preset, "net": net.config.label, "device": str(device), "threads": cfg.threads,
-        "workers": num_workers, "batch": batch, "raw_batch": raw_batch, "simulations": cfg.mcts.num_simulations,
-        "raw_evals_per_s": round(raw, 1), "selfplay_evals_per_s": round(sp_rate, 1),
-        "ratio": round(sp_rate / raw, 3),
+        **result, "simulations": cfg.mcts.num_simulations,
+        "mean_leaf_depth": round(stats.mean_leaf_depth, 2),
         "positions_per_s": round(stats.num_positions / elapsed, 1),
         "games_per_hour": round(stats.num_games / elapsed * 3600),
         "positions_per_hour": round(stats.num_positions / elapsed * 3600),
@@ -92,29 +140,30 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
 
 
 _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio",
+                 "tree_evals_per_s", "tree_evals_per_s_per_core", "mean_leaf_depth",
                  "positions_per_s", "games_per_hour", "positions_per_hour")
 
 
 def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None,
-        workers: list[int] | None = None) -> dict[str, Any]:
+        workers: list[int] | None = None, preset: str = "cpu", evaluator: str = "network",
+        device: str | None = None, precision: str | None = None) -> dict[str, Any]:
     """One benchmark's figures.
 
     ``batches`` and ``workers`` (selfplay) add one row per (worker-process count,
-    games-in-flight count); either alone varies just that one.
+    games-in-flight count); either alone varies just that one.  ``preset``,
+    ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``.
     """
     if what == "selfplay":
         ckpt = Path(model).with_suffix(".pt")
-        ckpt_arg = ckpt if ckpt.is_file() else None
-        result = bench_selfplay(seconds=seconds, checkpoint=ckpt_arg)
-        if batches or workers:
-            settings = [(w, b) for w in workers or [0] for b in batches or [None]]
-            result["scaling"] = [
-                {k: r[k] for k in _SCALING_KEYS}
-                for r in (bench_selfplay(seconds=seconds, checkpoint=ckpt_arg, num_workers=w,
-                                         overrides=(f"selfplay.num_parallel_games={b}",) if b else ())
-                          for w, b in settings)
-            ]
-        return result
+        common: dict[str, Any] = {"seconds": seconds, "checkpoint": ckpt if ckpt.is_file() else None,
+                                  "preset": preset, "evaluator": evaluator, "device": device, "precision": precision}
+        if not (batches or workers):
+            return bench_selfplay(**common)
+        settings = [(w, b) for w in workers or [0] for b in batches or [None]]
+        rows = [bench_selfplay(**common, num_workers=w, overrides=(f"selfplay.num_parallel_games={b}",) if b else ())
+                for w, b in settings]
+        return {**{k: v for k, v in rows[-1].items() if k not in _SCALING_KEYS},
+                "scaling": [{k: r[k] for k in _SCALING_KEYS if k in r} for r in rows]}
     if what == "agent":
         return bench_agent(model, seconds=seconds)
     raise ValueError(f"unknown benchmark {what!r}")
@@ -136,7 +185,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
     """
     from connectx_az import mcts, pons
-    from connectx_az.agent import template
+    from connectx_az.agent import backends, template
 
     path = Path(model)
     if not path.is_file():
@@ -147,7 +196,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     result: dict[str, Any] = {"model": path.name, "num_parallel": template.CONFIG.search.num_parallel}
     for backend in ("onnxruntime", "numpy"):
         try:
-            evaluator = template.make_evaluator(backend, data)
+            evaluator = backends.make_evaluator(backend, data)
         except ImportError:
             result[backend] = {"available": False}
             continue
@@ -179,7 +228,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
 
 # Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle.
 # argv: submission path, number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
-_SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
+_SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     import json, resource, sys, time
 
     def peak_rss_mb():
@@ -192,13 +241,11 @@ _SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
     submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     rss_before = rss_mb()
     start = time.perf_counter()
-    env = {}
-    exec(compile(open(submission).read(), submission, "exec"), env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
     exec_done = time.perf_counter()
-    template = env["_template"]
+    template, player = env["_template"], env["_agent"]
     mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
-    evaluator = template.load_model()
+    evaluator = player.load_model()
     decode_done = time.perf_counter()
     # the first tiny search: one batch of leaves from the empty board
     tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
@@ -212,13 +259,10 @@ _SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
     # so the agent finds the reply in its tree and keeps growing it, as in a real game
     position, mask, moves = 0, 0, []
     for _ in range(num_moves):
-        board = game.to_kaggle(position, mask, 1)
-        obs = {"board": board, "mark": 1, "step": 2 * len(moves), "remainingOverageTime": overage}
-        cfg = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act_timeout, "timeout": act_timeout,
-               "episodeSteps": 1000, "runTimeout": 1200}
+        obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, 2 * len(moves), overage, act_timeout)
         t0 = time.perf_counter()
         col = agent(obs, cfg)
-        info = dict(template.STATE.info)
+        info = dict(player.info)
         moves.append({"col": col, "seconds": round(time.perf_counter() - t0, 3), "source": info.get("source"),
                       "simulations": int(info.get("simulations", 0))})
         position, mask = game.play(position, mask, col)
@@ -231,9 +275,9 @@ _SUBMISSION_PROBE = arena.sandbox_prelude() + textwrap.dedent('''
     print(json.dumps({
         "exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
         "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
-        "backend": template.STATE.backend, "load_error": template.STATE.load_error,
+        "backend": player.backend, "load_error": player.load_error,
         "rss_before_mb": rss_before, "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
-        "tree_nodes": int(template.STATE.tree.num_nodes[0]) if template.STATE.tree is not None else 0,
+        "tree_nodes": int(player.tree.num_nodes[0]) if player.tree is not None else 0,
         "moves": moves,
     }))
 ''')

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +48,19 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def cmd_train(args: argparse.Namespace) -> int:
     from connectx_az import config, train
 
+    budget = train.parse_duration(args.time_budget) if args.time_budget is not None else None
     if args.resume:
         cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
         if args.show_config and cfg is not None:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
-                         threads=args.threads, device=args.device)
+                         threads=args.threads, device=args.device, time_budget=budget)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
-                         progress=not args.quiet, threads=args.threads, device=args.device)
+                         progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget)
     print(f"checkpoint: {ckpt}")
     return 0
 
@@ -73,9 +75,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
-    card: dict[str, Any] = {"sha256": report.sha256, "net": report.net_label,
-                            "parameters": net.num_parameters(), "float16": report.float16,
-                            "checkpoint": str(ckpt), "generation": data.get("generation")}
+    card = export.model_card(report.path, parameters=net.num_parameters(), checkpoint=str(ckpt),
+                             generation=data.get("generation"))
     if (ckpt.parent / train.METRICS).is_file():
         card["training"] = train.summarize(train.read_metrics(ckpt.parent), data.get("config"))
         card["trained_by"] = card["training"].pop("command")
@@ -104,13 +105,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"model: {model} ({report.net_label} ResNet, sha256 {report.model_sha256})")
     if "trained_by" in metadata:
         t = metadata.get("training", {})
-        print(f"trained by: {metadata['trained_by']}: {t.get('generations')} generations, "
-              f"{t.get('games'):,} self-play games, {t.get('hours')} h")
+        facts = [f"{t['generations']} generations" if "generations" in t else "",
+                 f"{t['games']:,} self-play games" if "games" in t else "",
+                 f"{t['hours']} h" if "hours" in t else ""]
+        print(f"trained by: {metadata['trained_by']}" + "".join(f", {f}" for f in facts if f).replace(", ", ": ", 1))
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from connectx_az import arena
+    from connectx_az import kaggle_io
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
@@ -120,9 +123,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         _kaggle_like_process()
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
-        results = arena.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
-                                 replay_dir=args.replays, act_timeout=args.act_timeout,
-                                 on_game=lambda _: bar.update(1))
+        results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
+                                    replay_dir=args.replays, act_timeout=args.act_timeout,
+                                    on_game=lambda _: bar.update(1))
     bad = 0
     rows = [r.as_dict() for r in results]
     if args.json:
@@ -143,7 +146,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az import arena, mcts
+    from connectx_az import mcts, pons
 
     table: dict[str, Any] = {}
     if args.submission:
@@ -151,19 +154,19 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
             raise UserError(f"{args.submission} not found; run `make submission` first")
         _kaggle_like_process()
         with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
-            results = arena.submission_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
-                                                     act_timeout=args.act_timeout, overage=args.bank,
-                                                     on_position=lambda: bar.update(1))
+            results = pons.submission_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
+                                                    act_timeout=args.act_timeout, overage=args.bank,
+                                                    on_position=lambda: bar.update(1))
         table[f"submission@{args.act_timeout:g}s"] = results
     else:
         from connectx_az.export import OnnxRuntimeEvaluator
 
         evaluator = OnnxRuntimeEvaluator(args.model)
-        table["policy"] = arena.grade_sets(lambda pos: arena.choose_policy(evaluator, pos), limit=args.limit,
-                                           sets=args.sets)
+        table["policy"] = pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit,
+                                          sets=args.sets)
         for sims in args.sims:
-            table[f"mcts{sims}"] = arena.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
-                                                              limit=args.limit, sets=args.sets)
+            table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
+                                                             limit=args.limit, sets=args.sets)
     rows = {mode: {r.name: {"n": r.num_positions, "mistake_rate": round(r.mistake_rate, 4),
                             "strict_rate": round(r.strict_rate, 4)} for r in results}
             for mode, results in table.items()}
@@ -211,12 +214,12 @@ def _kaggle_like_process() -> None:
 
     Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process.
     """
-    from connectx_az import arena
+    from connectx_az import kaggle_io
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     sys.modules.pop("onnxruntime", None)
-    exec(arena.sandbox_prelude(("onnxruntime",)), {})
+    exec(kaggle_io.sandbox_prelude(("onnxruntime",)), {})
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -234,7 +237,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.what == "solver":
         return cmd_bench_solver(args)
     result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
-                       workers=args.workers)
+                       workers=args.workers, preset=args.preset, evaluator=args.evaluator, device=args.device,
+                       precision=args.precision)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -252,10 +256,11 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
 
 def cmd_arena(args: argparse.Namespace) -> int:
     from connectx_az import arena
+    from connectx_az import players as reference
 
     if args.games < 1 or args.sims < 1 or args.opening_plies < 0 or not args.act_timeout > 0:
         raise UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
-    players: dict[str, arena.Player] = {}
+    players: dict[str, reference.Player] = {}
 
     def add(name: str, make: Any, *make_args: Any) -> None:
         unique, k = name, 2
@@ -264,17 +269,17 @@ def cmd_arena(args: argparse.Namespace) -> int:
         players[unique] = make(*make_args)
 
     for path in args.model:
-        add(f"{Path(path).stem}@{args.sims}", arena.model_player, path, args.sims)
+        add(f"{Path(path).stem}@{args.sims}", reference.model_player, path, args.sims)
     for path in args.submission:
         if not Path(path).is_file():
             raise UserError(f"{path} not found; run `make submission` first")
-        add(f"sub:{Path(path).stem}", arena.submission_player, path)
+        add(f"sub:{Path(path).stem}", reference.submission_player, path)
     for depth in args.alphabeta:
         if depth < 1:
             raise UserError(f"--alphabeta depths must be >= 1, got {depth}")
-        add(f"alphabeta{depth}", arena.alphabeta_player, depth)
+        add(f"alphabeta{depth}", reference.alphabeta_player, depth)
     for name in args.builtin:
-        add(name, arena.builtin_player, name)
+        add(name, reference.builtin_player, name)
     if len(players) < 2:
         raise UserError(f"the arena needs at least two players, got {len(players)}")
 
@@ -304,18 +309,18 @@ def cmd_arena(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from connectx_az import arena, game
+    from connectx_az import game, kaggle_io, players
 
     if args.sims < 1:
         raise UserError("--sims must be >= 1")
-    agent = arena.model_player(args.model, args.sims)
+    agent = players.model_player(args.model, args.sims)
     human = 0 if args.first else 1  # seat: 0 moves first
     position, mask = game.initial()
     print(f"you are {'X' if human == 0 else 'O'} ({'first' if human == 0 else 'second'}); "
           "type a column 1-7, or q to quit")
     while True:
-        observation, configuration = arena.kaggle_inputs(position, mask)
-        print(f"\n{arena.render_board(observation['board'])}")
+        observation, configuration = kaggle_io.kaggle_inputs(position, mask)
+        print(f"\n{render_board(observation['board'])}")
         over = game.outcome(position, mask)
         if over is not None:
             mover_is_human = (game.num_stones(mask) - 1) % 2 == human
@@ -341,6 +346,16 @@ def cmd_play(args: argparse.Namespace) -> int:
         position, mask = game.play(position, mask, col)
 
 
+def render_board(board: Sequence[int]) -> str:
+    """Kaggle's 42-cell board as text, top row first: ``X`` player 1, ``O`` player 2, columns numbered 1-7."""
+    from connectx_az import game
+
+    symbols = {0: ".", 1: "X", 2: "O"}
+    rows = [" ".join(symbols[board[row * game.COLS + col]] for col in range(game.COLS))
+            for row in range(game.ROWS)]
+    return "\n".join([*rows, " ".join(str(col + 1) for col in range(game.COLS))])
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -362,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--init-model", help="warm start from this checkpoint's weights")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
+    p.add_argument("--time-budget", metavar="DURATION",
+                   help="stop cleanly between generations before this much time has passed (resumable): "
+                        "seconds, or e.g. 90s, 45m, 11.5h")
     p.add_argument("--show-config", action="store_true", help="print the resolved config first")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
@@ -449,6 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solver: the first N Begin-Medium and Begin-Hard positions (default 40)")
     p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
                    help="solver: which solvers to measure (default both)")
+    p.add_argument("--preset", default="cpu", help="selfplay: the training preset to measure (default cpu)")
+    p.add_argument("--evaluator", choices=["network", "free"], default="network",
+                   help="selfplay: free replaces the network by one that costs almost nothing, to time the "
+                        "tree work alone (default network)")
+    p.add_argument("--device", help="selfplay: auto, cpu, cuda, ... (default: the preset's)")
+    p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="selfplay: inference precision (default: the preset's, auto)")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser

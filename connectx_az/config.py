@@ -5,11 +5,14 @@ piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
 is written before any work so a run can always be resumed or reproduced.
 
 Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
-``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.
+``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  Keys
+that moved (``RENAMED``) are accepted under their old names, in overrides and in
+the ``config.json`` of older runs.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -20,10 +23,17 @@ from typing import Any
 
 from connectx_az import files
 from connectx_az.mcts import SearchConfig
-from connectx_az.network import NetConfig
+from connectx_az.network import PRECISIONS, NetConfig
 from connectx_az.selfplay import SelfPlayConfig
 
 LR_SCHEDULES = ("constant", "cosine")
+#: old dotted key -> where the setting lives now (the Gumbel root left ``mcts`` for ``selfplay.gumbel``)
+RENAMED = {
+    "mcts.gumbel": "selfplay.gumbel.enabled",
+    "mcts.gumbel_considered": "selfplay.gumbel.considered",
+    "mcts.gumbel_c_visit": "selfplay.gumbel.c_visit",
+    "mcts.gumbel_c_scale": "selfplay.gumbel.c_scale",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,12 +99,17 @@ class RunConfig:
     num_generations: int = 20
     seed: int = 0
     device: str = "auto"
+    # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
+    # the GPU's compute capability; training itself is always float32.
+    precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100
 
     def __post_init__(self) -> None:
         if self.num_generations < 1:
             raise ValueError("num_generations must be >= 1")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -118,7 +133,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
-        "selfplay": {"num_games": 1024, "num_parallel_games": 1024},
+        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.
+        "selfplay": {"num_games": 1024, "num_parallel_games": 1024, "num_workers": -1},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,
@@ -192,8 +208,27 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def _migrate(values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of config dict ``values`` with settings saved under an old key (``RENAMED``) moved to the new one."""
+    values = copy.deepcopy(values)
+    for old, new in RENAMED.items():
+        *old_parents, old_key = old.split(".")
+        node: Any = values
+        for part in old_parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or old_key not in node:
+            continue
+        value = node.pop(old_key)
+        *new_parents, new_key = new.split(".")
+        target = values
+        for part in new_parents:
+            target = target.setdefault(part, {})
+        target[new_key] = value
+    return values
+
+
 def from_dict(values: dict[str, Any]) -> RunConfig:
-    return _build(RunConfig, values)
+    return _build(RunConfig, _migrate(values))
 
 
 def make_config(preset: str = "cpu", *, toml_path: str | Path | None = None,
@@ -222,7 +257,8 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
         key, sep, text = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} must look like key=value, e.g. mcts.num_simulations=400")
-        parts = key.strip().split(".")
+        key = RENAMED.get(key.strip(), key.strip())
+        parts = key.split(".")
         node = values
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):

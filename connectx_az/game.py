@@ -53,6 +53,8 @@ TOP_BITS = tuple(1 << (ROWS - 1 + col * _H1) for col in range(COLS))
 COLUMN_BITS = tuple(((1 << ROWS) - 1) << (col * _H1) for col in range(COLS))
 BOTTOM_MASK = sum(BOTTOM_BITS)
 BOARD_MASK = BOTTOM_MASK * ((1 << ROWS) - 1)
+#: columns from the centre out (ties to the left): central cells take part in more lines
+CENTRE_FIRST = (3, 2, 4, 1, 5, 0, 6)
 
 # Bit index of each cell laid out as [row_from_top, col]: used by encode/decode.
 _CELL_BIT = np.array(
@@ -141,9 +143,14 @@ def num_stones(mask) -> int:
     return int(mask).bit_count()
 
 
+def wins_now(position: int, mask: int, col: int) -> bool:
+    """True when the side to move wins at once by playing ``col`` (a legal column)."""
+    return bool(is_win(position | (mask + BOTTOM_BITS[col]) & COLUMN_BITS[col]))
+
+
 def winning_cols(position: int, mask: int) -> list[int]:
     """Columns where the side to move wins at once."""
-    return [c for c in legal_cols(mask) if is_win(position | (mask + BOTTOM_BITS[c]) & COLUMN_BITS[c])]
+    return [c for c in legal_cols(mask) if wins_now(position, mask, c)]
 
 
 def encode(position, mask) -> np.ndarray:

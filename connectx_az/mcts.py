@@ -18,9 +18,9 @@ new leaves are made in Python (``_add_leaves_one``); the scores are float64
 in the same operation order as the batched ``_puct_score``, so one tree
 searched alone and the same tree searched in a batch grow bit for bit alike.
 
-Self-play may replace the root's Dirichlet noise with Gumbel root selection
-and sequential halving (``SearchConfig.gumbel``, see ``search``); below the
-root, and in every search without an ``rng``, the walk is PUCT as above.
+A caller may force each walk's root move through ``search``'s ``root_actions``
+hook (self-play's Gumbel root selection in ``gumbel.py``, which is never pasted
+into the submission); below the root the walk is always PUCT as above.
 
 Terminal positions are scored by the rules, never by the network.  Proven
 results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
@@ -36,9 +36,8 @@ and ``value float32[M]``, the value from the side to move in ``[-1, 1]``.
 
 from __future__ import annotations
 
-import functools
-import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,15 +68,6 @@ class SearchConfig:
     ``c_puct`` weighs the prior in PUCT (Silver et al. 2017):
     ``score = Q + c_puct * P * sqrt(N_parent) / (1 + N_child)``.
     Unvisited edges take ``Q = (parent value) - fpu_reduction``.
-
-    ``gumbel`` (off by default) switches self-play searches (``search`` with an
-    ``rng``) from Dirichlet noise to Gumbel root selection with sequential
-    halving (Danihelka et al. 2022, see ``search``): ``gumbel_considered`` is
-    the number ``m`` of root moves considered, ``gumbel_c_visit`` and
-    ``gumbel_c_scale`` the constants of ``sigma(q) = (c_visit + max_b N(b)) *
-    c_scale * q`` (mctx's defaults, 50 and 0.1: with ``q`` in ``[0, 1]`` a
-    scale of 1 would make the policy targets nearly one-hot).  Searches
-    without an ``rng`` (evaluation, the agent) ignore them.
     """
 
     num_simulations: int = 200
@@ -87,10 +77,6 @@ class SearchConfig:
     dirichlet_fraction: float = 0.25
     num_parallel: int = 1
     virtual_loss: float = 1.0
-    gumbel: bool = False
-    gumbel_considered: int = 16
-    gumbel_c_visit: float = 50.0
-    gumbel_c_scale: float = 0.1
 
     def __post_init__(self) -> None:
         if self.num_simulations < 1:
@@ -101,10 +87,6 @@ class SearchConfig:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]")
         if self.num_parallel < 1:
             raise ValueError("num_parallel must be >= 1")
-        if self.gumbel_considered < 1:
-            raise ValueError("gumbel_considered must be >= 1")
-        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
-            raise ValueError("gumbel_c_visit must be >= 0 and gumbel_c_scale > 0")
 
 
 class Tree:
@@ -123,8 +105,6 @@ class Tree:
     ``score_bias`` (float32, added to the move's PUCT score: ``-inf`` for an
     illegal column, ``+1e9`` for a proven win, ``-1e6`` for a proven loss, else 0).
     ``root int32[B]`` is the node the next search starts from; ``num_nodes int32[B]``.
-    ``root_gumbel float64[B, 7]`` is the Gumbel(0, 1) noise of the last Gumbel
-    search at each root (see ``search``), None after any other search or ``advance``.
     """
 
     # (name, dtype, fill, per-edge): every array of the tree, for allocation and growth.
@@ -148,7 +128,6 @@ class Tree:
             setattr(self, name, np.full((b, n, A) if per_edge else (b, n), fill, dtype))
         self.root = np.zeros(b, np.int32)
         self.num_nodes = np.ones(b, np.int32)
-        self.root_gumbel: np.ndarray | None = None
         self._init_nodes(np.arange(b), np.zeros(b, np.intp), position, mask)
 
     def _init_nodes(self, b: np.ndarray, node: np.ndarray, position: np.ndarray, mask: np.ndarray) -> None:
@@ -214,7 +193,6 @@ class Tree:
                 return False
             node = child
         self.root[index] = node
-        self.root_gumbel = None
         return True
 
 
@@ -268,6 +246,12 @@ def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- the walk down and new leaves
+# Each batched function (any number of trees, numpy over all of them) has its single-tree twin
+# (``*_one``, Python floats and lists: the agent's one tree) right after it; the twins give the
+# same results bit for bit, which tests/test_mcts.py checks.
 
 
 def _puct_score(
@@ -410,6 +394,42 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
         depth[walk, 0] = d
 
 
+def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+                depth: np.ndarray) -> np.ndarray:
+    """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
+
+    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``,
+    ``depth int[M]`` (a walk of depth 0 stays at the root).  Each distinct
+    new edge gets one node; a tree's new nodes are numbered after its existing
+    ones in the order of their ``(parent, action)``.
+    """
+    bsz = tree.batch_size
+    rows = np.arange(trees.size)
+    parent = path_node[rows, np.maximum(depth - 1, 0)]
+    action = path_action[rows, np.maximum(depth - 1, 0)]
+    has_edge = depth > 0
+    child = np.where(has_edge, tree.children[trees, parent, action], -1).astype(np.intp)
+    new = has_edge & (child < 0)
+    if new.any():
+        key = (trees[new] * tree.capacity + parent[new]) * A + action[new]
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        ub = trees[new][first]
+        up = parent[new][first]
+        ua = action[new][first]
+        # Number the new nodes of each tree consecutively after its existing ones.
+        order = np.argsort(ub, kind="stable")
+        rank = np.empty_like(order)
+        counts = np.bincount(ub, minlength=bsz)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rank[order] = np.arange(order.size) - starts[ub[order]]
+        ids = tree.num_nodes[ub] + rank
+        tree.num_nodes += counts.astype(np.int32)
+        tree._init_nodes(ub, ids, *game.play(tree.position[ub, up], tree.mask[ub, up], ua))
+        tree.children[ub, up, ua] = ids
+        child[new] = ids[inverse.reshape(-1)]
+    return np.where(has_edge, child, tree.root[trees])
+
+
 def _add_leaves_one(tree: Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
@@ -435,6 +455,9 @@ def _add_leaves_one(tree: Tree, path_node: np.ndarray, path_action: np.ndarray,
     leaf = [root if end is None else int(children[end]) for end in ends]
     open_leaves = sorted({node for node in leaf if proven[node] != proven[node] and not is_expanded[node]})
     return np.array(leaf, np.intp), np.array(open_leaves, np.intp)
+
+
+# --------------------------------------------------------------------------- backup and proofs
 
 
 def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
@@ -532,40 +555,7 @@ def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path
         i, child, d = i[up], node[up], d[up] - 1
 
 
-def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
-                depth: np.ndarray) -> np.ndarray:
-    """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
-
-    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``,
-    ``depth int[M]`` (a walk of depth 0 stays at the root).  Each distinct
-    new edge gets one node; a tree's new nodes are numbered after its existing
-    ones in the order of their ``(parent, action)``.
-    """
-    bsz = tree.batch_size
-    rows = np.arange(trees.size)
-    parent = path_node[rows, np.maximum(depth - 1, 0)]
-    action = path_action[rows, np.maximum(depth - 1, 0)]
-    has_edge = depth > 0
-    child = np.where(has_edge, tree.children[trees, parent, action], -1).astype(np.intp)
-    new = has_edge & (child < 0)
-    if new.any():
-        key = (trees[new] * tree.capacity + parent[new]) * A + action[new]
-        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        ub = trees[new][first]
-        up = parent[new][first]
-        ua = action[new][first]
-        # Number the new nodes of each tree consecutively after its existing ones.
-        order = np.argsort(ub, kind="stable")
-        rank = np.empty_like(order)
-        counts = np.bincount(ub, minlength=bsz)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        rank[order] = np.arange(order.size) - starts[ub[order]]
-        ids = tree.num_nodes[ub] + rank
-        tree.num_nodes += counts.astype(np.int32)
-        tree._init_nodes(ub, ids, *game.play(tree.position[ub, up], tree.mask[ub, up], ua))
-        tree.children[ub, up, ua] = ids
-        child[new] = ids[inverse.reshape(-1)]
-    return np.where(has_edge, child, tree.root[trees])
+# --------------------------------------------------------------------------- one step and the search
 
 
 def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
@@ -613,38 +603,26 @@ def search(
     num_simulations: int | None = None,
     deadline: float | None = None,
     rng: np.random.Generator | None = None,
+    root_actions: Callable[[Tree], np.ndarray] | None = None,
 ) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
     Stops after ``num_simulations`` (default ``config.num_simulations``) per
     tree, at the ``time.perf_counter()`` ``deadline``, or once every root is
     proven, whichever comes first.  With ``rng`` given the search is a
-    self-play one: Dirichlet noise is mixed into the root priors or, with
-    ``config.gumbel``, the root moves follow Gumbel sequential halving;
-    without it the search is deterministic.
+    self-play one: Dirichlet noise is mixed into the root priors; without it
+    the search is deterministic.
 
-    Gumbel root selection (Danihelka et al. 2022, as mctx's
-    ``gumbel_muzero_policy``): each root draws Gumbel(0, 1) noise ``g``
-    (kept in ``tree.root_gumbel``) and considers the ``m = min(gumbel_considered,
-    legal moves)`` moves with the largest ``g + logits``.  Simulation ``k`` of
-    this search forces its root move: among the considered moves whose visits
-    in this search equal ``_considered_visits(m, budget)[k]``, the one with the
-    largest ``g + logits + sigma(q)`` (see ``_gumbel_root_terms``), which
-    spends the budget by sequential halving.  Below the root PUCT chooses as
-    usual (a simplification: the paper uses its deterministic improved-policy
-    rule there).  ``gumbel_cols`` and ``gumbel_policy`` read the result.
+    ``root_actions(tree) -> int[num_parallel, B]``, when given, is asked before
+    every simulation step for the root move of each walk (``-1``: PUCT
+    chooses), as mctx's root action selection: self-play's Gumbel root
+    (``gumbel.search``) plugs in here.
     """
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
     expand(tree, b, tree.root.copy(), evaluator)
-    is_gumbel = config.gumbel and rng is not None
-    tree.root_gumbel = None
-    if is_gumbel:
-        tree.root_gumbel = rng.gumbel(size=(bsz, A))
-        start_visits = tree.root_visits()
-        schedule = np.array(_considered_visits(config.gumbel_considered, max(budget, 1)), np.int64)
-    elif rng is not None:
+    if rng is not None:
         add_root_noise(tree, rng, config)
     done = 0
     while done < budget:
@@ -652,140 +630,9 @@ def search(
             break
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        root_actions = _gumbel_root_actions(tree, config, schedule, start_visits) if is_gumbel else None
-        simulate(tree, evaluator, config, root_actions=root_actions)
+        simulate(tree, evaluator, config, root_actions=None if root_actions is None else root_actions(tree))
         done += config.num_parallel
     return done
-
-
-@functools.lru_cache(maxsize=64)
-def _considered_visits(max_considered: int, num_simulations: int) -> tuple[tuple[int, ...], ...]:
-    """Sequential halving's visit schedule: row ``m`` (for ``m`` considered moves), entry ``k``.
-
-    Simulation ``k`` goes to a considered move that has exactly ``row[k]``
-    visits so far (mctx ``seq_halving.get_table_of_considered_visits``): each
-    of ``log2(max_considered)`` phases shares about the same budget among the
-    moves still considered, then the better half (at least two) goes on.
-    """
-    table = []
-    for m in range(max_considered + 1):
-        if m <= 1:
-            table.append(tuple(range(num_simulations)))
-            continue
-        log2max = math.ceil(math.log2(m))
-        sequence: list[int] = []
-        visits = [0] * m
-        num_considered = m
-        while len(sequence) < num_simulations:
-            num_extra_visits = max(1, int(num_simulations / (log2max * num_considered)))
-            for _ in range(num_extra_visits):
-                sequence.extend(visits[:num_considered])
-                for i in range(num_considered):
-                    visits[i] += 1
-            num_considered = max(2, num_considered // 2)
-        table.append(tuple(sequence[:num_simulations]))
-    return tuple(table)
-
-
-def _gumbel_root_terms(tree: Tree, config: SearchConfig) -> tuple[np.ndarray, ...]:
-    """The root's ``(logits, sigma, legal, visits)``, each ``[B, 7]``, side to move at the root.
-
-    ``logits`` (float64) are ``log(prior)`` on legal moves and ``-inf`` on
-    illegal ones.  ``sigma`` (float64) is ``sigma(completed q)`` (mctx
-    ``qtransform_completed_by_mix_value``): a visited move's ``q`` is its mean
-    value (its proven value where known), an unvisited one takes the mixed
-    value ``(v + N * sum_b pi(b) q(b) / sum_b pi(b)) / (1 + N)`` over visited
-    ``b``; ``q`` is min-max normalised over the legal moves to ``[0, 1]`` and
-    scaled by ``(gumbel_c_visit + max_b N(b)) * gumbel_c_scale``.
-    """
-    b, root = np.arange(tree.batch_size), tree.root
-    legal = tree.legal_mask[b, root]
-    prior = np.where(legal, np.maximum(tree.prior[b, root].astype(np.float64), 1e-30), 0.0)
-    with np.errstate(divide="ignore"):
-        logits = np.where(legal, np.log(prior), -np.inf)
-    visits = tree.visits[b, root].astype(np.float64)
-    visited = visits > 0
-    q = np.where(visited, tree.value_sum[b, root] / np.where(visited, visits, 1.0), 0.0)
-    proven = tree.edge_proven[b, root].astype(np.float64)
-    q = np.where(np.isnan(proven), q, proven)
-    visited_prior = np.where(visited, prior, 0.0)
-    weighted_q = (visited_prior * q).sum(axis=1) / np.maximum(visited_prior.sum(axis=1), 1e-30)
-    num_visits = visits.sum(axis=1)
-    mixed = (tree.net_value[b, root] + num_visits * weighted_q) / (1.0 + num_visits)
-    completed = np.where(visited, q, mixed[:, None])
-    low = np.where(legal, completed, np.inf).min(axis=1, keepdims=True)
-    high = np.where(legal, completed, -np.inf).max(axis=1, keepdims=True)
-    normalized = (completed - low) / np.maximum(high - low, 1e-8)
-    scale = (config.gumbel_c_visit + visits.max(axis=1, keepdims=True)) * config.gumbel_c_scale
-    return logits, np.where(legal, scale * normalized, 0.0), legal, visits
-
-
-def _considered_mask(score: np.ndarray, legal: np.ndarray, max_considered: int) -> np.ndarray:
-    """``bool[B, 7]``: the ``max_considered`` legal moves of largest ``score`` (fewer if fewer are legal)."""
-    order = np.argsort(-np.where(legal, score, -np.inf), axis=1, kind="stable")
-    return legal & (order.argsort(axis=1) < max_considered)
-
-
-def _gumbel_root_actions(tree: Tree, config: SearchConfig, schedule: np.ndarray,
-                         start_visits: np.ndarray) -> np.ndarray:
-    """``int[num_parallel, B]``: the root move each walk of the next step must take (see ``search``).
-
-    ``schedule`` is ``_considered_visits`` as an array ``[m + 1, budget]``,
-    ``start_visits float32[B, 7]`` the root visits before this search.  A tree
-    whose schedule asks for a visit count no considered move has (it can only
-    happen past the budget) gets ``-1``: PUCT chooses.
-    """
-    logits, sigma, legal, visits = _gumbel_root_terms(tree, config)
-    gumbel = tree.root_gumbel
-    considered = _considered_mask(gumbel + logits, legal, config.gumbel_considered)
-    score = np.where(considered, gumbel + logits + sigma, -np.inf)
-    num_considered = considered.sum(axis=1)
-    counts = (visits - start_visits).astype(np.int64)
-    b = np.arange(tree.batch_size)
-    actions = np.empty((config.num_parallel, tree.batch_size), np.intp)
-    for walk in range(config.num_parallel):
-        k = np.minimum(counts.sum(axis=1), schedule.shape[1] - 1)
-        target = schedule[num_considered, k]
-        candidate = considered & (counts == target[:, None])
-        action = np.where(candidate, score, -np.inf).argmax(axis=1)
-        found = candidate.any(axis=1)
-        actions[walk] = np.where(found, action, -1)
-        counts[b[found], action[found]] += 1
-    return actions
-
-
-def gumbel_policy(tree: Tree, config: SearchConfig) -> np.ndarray:
-    """``float32[B, 7]`` improved policy ``softmax(logits + sigma(completed q))`` over the legal moves.
-
-    The policy target of a Gumbel search (Danihelka et al. 2022, eq. 11); see
-    ``_gumbel_root_terms``.  Illegal columns get 0.
-    """
-    logits, sigma, legal, _ = _gumbel_root_terms(tree, config)
-    return masked_softmax(logits + sigma, legal)
-
-
-def gumbel_cols(tree: Tree, config: SearchConfig) -> np.ndarray:
-    """``int64[B]``: the move each root plays after a Gumbel search (``tree.root_gumbel`` set).
-
-    As mctx: among the most visited considered moves, the one with the
-    largest ``g + logits + sigma(q)``.  Moves proven lost are left out while
-    any other move is legal (if every considered move is lost, the others
-    compete), and a proven root plays ``best_cols``' move (a
-    proven win is always taken).  Raises ValueError when the last search was
-    not a Gumbel one.
-    """
-    if tree.root_gumbel is None:
-        raise ValueError("gumbel_cols needs a Gumbel search (config.gumbel with an rng) on these roots")
-    logits, sigma, legal, visits = _gumbel_root_terms(tree, config)
-    considered = _considered_mask(tree.root_gumbel + logits, legal, config.gumbel_considered)
-    open_or_won = legal & ~(tree.proven_child_values() == -1)
-    candidate = considered & open_or_won
-    candidate = np.where(candidate.any(axis=1, keepdims=True), candidate, open_or_won)
-    candidate = np.where(candidate.any(axis=1, keepdims=True), candidate, considered)
-    most = np.where(candidate, visits, -1.0).max(axis=1, keepdims=True)
-    candidate &= visits == most
-    cols = np.where(candidate, tree.root_gumbel + logits + sigma, -np.inf).argmax(axis=1)
-    return np.where(np.isnan(tree.root_proven()), cols, best_cols(tree))
 
 
 def policy_from_visits(visits: np.ndarray, temperature: float = 1.0) -> np.ndarray:

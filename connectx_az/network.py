@@ -9,6 +9,11 @@ clock: on one CPU core without onnxruntime the agent runs this network with
 numpy at roughly 2,000 positions a second, which buys some 2,000 simulations
 a move.  A 6x64 net is about 40% slower and a 5x128 one about 4x slower.
 
+Inference precision follows the device (``autocast_dtype``): bfloat16 autocast
+on GPUs of compute capability 8.0 and up, float16 on 7.x (a T4 has no native
+bfloat16, and bfloat16 convolutions below 8.0 miss cuDNN and crawl), plain
+float32 below that and on the CPU.  Training always runs in float32.
+
 Checkpoints are plain ``torch.save`` dicts of tensors and JSON-able values,
 loaded with ``weights_only=True``; ``load_checkpoint`` turns every way a file
 can be wrong into a ``CheckpointError`` that says what to do.
@@ -43,6 +48,35 @@ class NetConfig:
     @property
     def label(self) -> str:
         return f"{self.num_blocks}x{self.num_filters}"
+
+
+PRECISIONS = ("auto", "float32", "float16", "bfloat16")
+
+
+def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype for inference on ``device``, or None for plain float32.
+
+    ``precision`` is one of ``PRECISIONS``.  ``"auto"`` picks bfloat16 on a CUDA
+    device of compute capability >= 8.0 (A100, H100, RTX 30xx), float16 on 7.x
+    (T4, V100) and float32 below that (P100) and on the CPU, where autocast
+    only adds casts.  An explicit name is obeyed on any device, even where it
+    is slow (bfloat16 below compute capability 8.0 is emulated).  Raises ``ValueError`` for an unknown name.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "float32":
+        return None
+    if precision != "auto":
+        return getattr(torch, precision)
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    major, _ = torch.cuda.get_device_capability(device)
+    if major >= 8:
+        return torch.bfloat16
+    if major == 7:
+        return torch.float16
+    return None
 
 
 class CheckpointError(ValueError):
@@ -91,17 +125,21 @@ class PolicyValueNet(nn.Module):
 
 
 class TorchEvaluator:
-    """``mcts.Evaluator`` over a torch network (eval mode, no grad, optional device)."""
+    """``mcts.Evaluator`` over a torch network (eval mode, no grad, optional device).
 
-    def __init__(self, net: PolicyValueNet, device: str | torch.device = "cpu") -> None:
+    Runs under autocast at ``autocast_dtype(device, precision)``; outputs are
+    float32 whatever the precision.
+    """
+
+    def __init__(self, net: PolicyValueNet, device: str | torch.device = "cpu", precision: str = "auto") -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device).eval()
-        self.use_amp = self.device.type == "cuda"
+        self.dtype = autocast_dtype(self.device, precision)
 
     @torch.inference_mode()
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.device, non_blocking=True).float()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_amp):
+        with torch.autocast(self.device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
             logits, value = self.net(x)
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 

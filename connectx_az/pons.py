@@ -1,18 +1,26 @@
-"""Pascal Pons' Connect Four benchmark sets, with every move's exact score, and move grading.
+"""Pascal Pons' Connect Four benchmark sets, with every move's exact score, and grading against them.
 
 The files live in the package data folder ``connectx_az/data/pons/`` (its README gives the
 format).  Scores are Pons' scores for the side to move: winning with one's own k-th stone scores
 ``22 - k``, ``0`` is a draw, a loss is negative.  Columns here are 0-based (``col``); the files'
 move strings are 1-based, as Pons writes them.
+
+``grade`` scores chosen columns against a set; ``grade_sets`` runs any chooser (positions ->
+columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
+per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed simulation count, and
+``submission_mistake_rates`` a built ``submission.py`` under the Kaggle clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
-from connectx_az import game
+import numpy as np
+
+from connectx_az import game, kaggle_io, mcts
 
 #: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
 SETS = {
@@ -125,3 +133,70 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
         sum(is_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
         sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
     )
+
+
+# --------------------------------------------------------------------------- grading agents
+
+
+def choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
+    """Raw-policy argmax over legal columns for each position."""
+    p = np.array([x[0] for x in positions], np.uint64)
+    m = np.array([x[1] for x in positions], np.uint64)
+    logits, _ = evaluator.evaluate(game.encode(p, m))
+    return list(np.where(game.legal_mask(m), logits, -np.inf).argmax(axis=1))
+
+
+def _choose_search(evaluator: mcts.Evaluator, positions: list[tuple[int, int]],
+                   search: mcts.SearchConfig) -> list[int]:
+    """MCTS (no noise) at ``search.num_simulations`` for each position, batched across positions."""
+    p = np.array([x[0] for x in positions], np.uint64)
+    m = np.array([x[1] for x in positions], np.uint64)
+    tree = mcts.Tree(p, m, capacity=search.num_simulations + 1)
+    mcts.search(tree, evaluator, search)
+    return list(mcts.best_cols(tree))
+
+
+def grade_sets(choose: Callable[[list[tuple[int, int]]], list[int]], *, limit: int | None = None,
+               sets: list[str] | None = None) -> list[SetResult]:
+    """Grade ``choose`` (positions -> columns) on each Pons set."""
+    results = []
+    for name in sets or list(SETS):
+        positions = load_set(name, limit=limit)
+        cols = choose([position_of(p) for p in positions])
+        results.append(grade(name, positions, [int(c) for c in cols]))
+    return results
+
+
+def policy_mistake_rates(evaluator: mcts.Evaluator, *, limit: int = 100) -> dict[str, float]:
+    """``{"pons_policy/<set>": mistake rate}`` of the raw policy on ``limit`` positions per set."""
+    results = grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit)
+    return {f"pons_policy/{r.name}": round(r.mistake_rate, 4) for r in results}
+
+
+def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *,
+                         limit: int | None = None, sets: list[str] | None = None) -> list[SetResult]:
+    """Pons grades of MCTS without noise at ``search.num_simulations`` simulations."""
+    return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets)
+
+
+def submission_mistake_rates(submission: str | Path, *, limit: int | None = None, sets: list[str] | None = None,
+                             act_timeout: float = 2.0, overage: float = 60.0,
+                             on_position: Callable[[], None] | None = None) -> list[SetResult]:
+    """Pons grades of a built ``submission.py`` under the Kaggle clock.
+
+    The file is executed afresh for every position (as Kaggle loads it for every
+    game), so each answer pays the load and decode time of a first move.  Run it
+    in a process pinned to one core, with onnxruntime blocked, to measure what
+    Kaggle's numpy backend does (``connectx-az eval pons --submission`` does).
+    """
+
+    def choose(positions: list[tuple[int, int]]) -> list[int]:
+        cols = []
+        for position, mask in positions:
+            obs, cfg = kaggle_io.kaggle_inputs(position, mask, act_timeout=act_timeout, overage=overage)
+            cols.append(int(kaggle_io.load_submission(submission)(obs, cfg)))
+            if on_position is not None:
+                on_position()
+        return cols
+
+    return grade_sets(choose, limit=limit, sets=sets)

@@ -17,22 +17,22 @@ With playout cap randomization (``full_search_prob < 1``) only the moves
 searched with the full budget are recorded; the cheap moves just move the game
 along.
 
-With ``mcts.SearchConfig.gumbel`` the full searches use Gumbel root selection
-with sequential halving (Danihelka et al. 2022, see ``mcts.search``): the
-policy target is the improved policy ``mcts.gumbel_policy`` instead of the
-visit distribution, and every such move is ``mcts.gumbel_cols``' choice (the
-Gumbel noise replaces both the Dirichlet noise and the temperature sampling).
+With ``SelfPlayConfig.gumbel.enabled`` the full searches use Gumbel root selection
+with sequential halving (Danihelka et al. 2022, see ``gumbel``): the policy
+target is the improved policy ``gumbel.improved_policy`` instead of the visit
+distribution, and every such move is ``gumbel.choose_cols``' choice (the Gumbel
+noise replaces both the Dirichlet noise and the temperature sampling).
 The cheap searches are unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from connectx_az import game, mcts, solver
+from connectx_az import game, gumbel, mcts, solver
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,20 +53,24 @@ class SelfPlayConfig:
     # 0: all games in this process.  W >= 1: W worker processes do the tree work,
     # each with ``num_parallel_games`` in flight, and this process runs the network
     # on their leaves in large batches (see ``workers``).  The games depend on W.
+    # -1: one worker per CPU core (``workers.resolve_num_workers``), as the gpu preset does,
+    # so that the tree work of one group of workers overlaps the network call of the other.
     num_workers: int = 0
     # Adjudication by the exact solver (0: off): at the first position with at most this many empty
     # cells, the weak solver (at most ``adjudicate_nodes`` positions, else no adjudication) gives
     # the value target of that position and every earlier one (see the module docstring).
     adjudicate_empty: int = 0
     adjudicate_nodes: int = 200_000
+    # Gumbel root selection for the full searches (off by default; see the module docstring).
+    gumbel: gumbel.GumbelConfig = field(default_factory=gumbel.GumbelConfig)
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
             raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
         if not 0 < self.full_search_prob <= 1:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
-        if self.num_workers < 0:
-            raise ValueError("selfplay.num_workers must be >= 0 (0 plays in this process)")
+        if self.num_workers < -1:
+            raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
         if not 0 <= self.adjudicate_empty < game.NUM_CELLS or self.adjudicate_nodes < 1:
             raise ValueError(f"selfplay.adjudicate_empty must be in [0, {game.NUM_CELLS - 1}] "
                              "and selfplay.adjudicate_nodes >= 1")
@@ -84,7 +88,9 @@ class GameRecord:
     who moved first.  With adjudication the values of the positions up to
     ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
     for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
-    game not adjudicated.
+    game not adjudicated.  ``num_leaves`` and ``leaf_depth_sum`` are search
+    statistics, not targets: the nodes the game's searches added below their
+    roots (each was a leaf once), and the sum of their depths in plies.
     """
 
     obs: np.ndarray
@@ -95,12 +101,15 @@ class GameRecord:
     first_player_result: int
     adjudicated_ply: int = -1
     adjudicated_result: int = 0
+    num_leaves: int = 0
+    leaf_depth_sum: int = 0
 
 
 @dataclass(frozen=True)
 class SelfPlayStats:
     """``adjudicated_rate``: share of the games the solver settled; ``adjudication_flip_rate``:
-    share of those whose actual result differs from the solved one (a blunder after that point)."""
+    share of those whose actual result differs from the solved one (a blunder after that point);
+    ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added."""
 
     num_games: int
     num_positions: int
@@ -110,6 +119,7 @@ class SelfPlayStats:
     draw_rate: float
     adjudicated_rate: float = 0.0
     adjudication_flip_rate: float = 0.0
+    mean_leaf_depth: float = 0.0
 
 
 class _CountingEvaluator:
@@ -135,6 +145,8 @@ class _Game:
     plies: list[int]
     adjudicated_ply: int = -1  # -1: not yet (or never) adjudicated
     adjudicated_result: int = 0  # for the first player
+    num_leaves: int = 0
+    leaf_depth_sum: int = 0
 
 
 def play_games(
@@ -164,19 +176,24 @@ def play_games(
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = mcts.Tree(positions, masks, capacity=sims + 1)
-        mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
-        is_gumbel = full and search.gumbel
+        is_gumbel = full and config.gumbel.enabled
         if is_gumbel:
-            policy = mcts.gumbel_policy(tree, search)
-            greedy = mcts.gumbel_cols(tree, search)
+            noise = gumbel.draw_noise(rng, tree.batch_size)
+            gumbel.search(tree, counter, search, config.gumbel, noise, num_simulations=sims)
+            policy = gumbel.improved_policy(tree, config.gumbel)
+            greedy = gumbel.choose_cols(tree, noise, config.gumbel)
         else:
+            mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
             policy = mcts.policy_from_visits(tree.root_visits())
             greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
+        num_leaves, leaf_depth_sum = _leaf_depths(tree)
         still = []
         for i, g in enumerate(in_flight):
+            g.num_leaves += int(num_leaves[i])
+            g.leaf_depth_sum += int(leaf_depth_sum[i])
             if full:
                 g.obs.append(obs[i])
                 g.policy.append(policy[i])
@@ -192,7 +209,7 @@ def play_games(
             result = game.outcome(g.position, g.mask)
             if result is None:
                 if judge is not None and g.ply == game.NUM_CELLS - config.adjudicate_empty:
-                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: once a game
+                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: each passes this ply once
                 still.append(g)
                 continue
             record = _finish(g, result)
@@ -201,6 +218,24 @@ def play_games(
                 on_game_done(record)
         in_flight = still
     return records, summarize(records, counter.num_evaluations)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits of each element of uint64 array ``x`` (int64, same shape)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(x).astype(np.int64)
+    return np.unpackbits(x.view(np.uint8).reshape(*x.shape, 8), axis=-1).sum(axis=-1, dtype=np.int64)
+
+
+def _leaf_depths(tree: mcts.Tree) -> tuple[np.ndarray, np.ndarray]:
+    """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search.
+
+    A node's depth below the root is its number of stones minus the root's.
+    """
+    used = np.arange(tree.capacity) < tree.num_nodes[:, None]
+    stones = _popcount(tree.mask)
+    depth = np.where(used, stones - stones[:, :1], 0)
+    return tree.num_nodes.astype(np.int64) - 1, depth.sum(axis=1)
 
 
 def _adjudicate(g: _Game, judge: solver.Solver, max_nodes: int) -> None:
@@ -228,6 +263,8 @@ def _finish(g: _Game, result: int) -> GameRecord:
         first_player_result=int(first_player_result),
         adjudicated_ply=g.adjudicated_ply,
         adjudicated_result=int(g.adjudicated_result),
+        num_leaves=g.num_leaves,
+        leaf_depth_sum=g.leaf_depth_sum,
     )
 
 
@@ -245,4 +282,5 @@ def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
         adjudicated_rate=len(adjudicated) / n,
         adjudication_flip_rate=sum(r.adjudicated_result != r.first_player_result for r in adjudicated)
         / max(len(adjudicated), 1),
+        mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
     )

@@ -1,9 +1,10 @@
 """Exact Connect Four solver: Pascal Pons' negamax on bitboards. Standard library only.
 
-This module is pasted verbatim into the single-file Kaggle agent, so it imports
-nothing but the standard library and keeps its own private copies of the board
-constants (same layout as ``game.py``: bit ``col * 7 + row``, row 0 at the
-bottom, a sentinel seventh bit per column).
+This module is pasted verbatim into the single-file Kaggle agent after ``game``,
+so it imports nothing but the standard library and ``game``, whose board
+constants it binds to module names for its hot loops (bit ``col * 7 + row``, row
+0 at the bottom, a sentinel seventh bit per column).  The search itself runs on
+Python ints, never numpy.
 
 Positions are ``(position, mask)`` Python ints: ``mask`` holds every stone,
 ``position`` the stones of the **side to move**.  Every score is from the side
@@ -25,16 +26,13 @@ from __future__ import annotations
 
 import time
 
-_ROWS = 6
-_COLS = 7
+from connectx_az import game
+
+_ROWS, _COLS, _NUM_CELLS = game.ROWS, game.COLS, game.NUM_CELLS
 _H1 = _ROWS + 1  # bits per column, sentinel included
-_NUM_CELLS = _ROWS * _COLS
-_BOTTOM_BITS = tuple(1 << (col * _H1) for col in range(_COLS))
-_TOP_BITS = tuple(1 << (_ROWS - 1 + col * _H1) for col in range(_COLS))
-_COLUMN_BITS = tuple(((1 << _ROWS) - 1) << (col * _H1) for col in range(_COLS))
-_BOTTOM_MASK = sum(_BOTTOM_BITS)
-_BOARD_MASK = _BOTTOM_MASK * ((1 << _ROWS) - 1)
-_COL_ORDER = (3, 2, 4, 1, 5, 0, 6)  # centre first: central cells take part in more lines
+_BOTTOM_BITS, _TOP_BITS, _COLUMN_BITS = game.BOTTOM_BITS, game.TOP_BITS, game.COLUMN_BITS
+_BOTTOM_MASK, _BOARD_MASK = game.BOTTOM_MASK, game.BOARD_MASK
+_COL_ORDER = game.CENTRE_FIRST
 
 # Sort keys pack (threats, centrality, move) into one int so that a plain int sort orders moves.
 _MOVE_BITS = 49

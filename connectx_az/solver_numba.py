@@ -1,8 +1,8 @@
 """The exact solver compiled by numba, with the pure-Python ``solver.Solver`` as its fallback.
 
 This module is meant to be pasted into the single-file Kaggle agent like
-``solver.py``: at the top level it imports only the standard library, numpy and
-``solver``; numba is imported inside ``compile_kernel`` alone, so the module
+``solver.py``: at the top level it imports only the standard library, numpy,
+``game`` and ``solver``; numba is imported inside ``compile_kernel`` alone, so the module
 loads and ``make_solver`` still hands back a working (pure-Python) solver where
 numba is missing or its compiler fails.
 
@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from connectx_az import solver
+from connectx_az import game, solver
 
 #: target seconds of one kernel slice between deadline checks
 SLICE_SECONDS = 0.004
@@ -57,17 +57,16 @@ _MIN_SLICE_NODES = 2_000
 _FIRST_RATE = 2_000_000.0  # nodes/s assumed before the first slice is timed
 _NO_LIMIT = 1 << 62
 
-_ROWS = 6
-_COLS = 7
-_H1 = _ROWS + 1
-_NUM_CELLS = _ROWS * _COLS
+# game's board constants as numpy scalars and arrays: numba compiles them in as constants
+_COLS, _NUM_CELLS = game.COLS, game.NUM_CELLS
+_H1 = game.ROWS + 1
 _U = np.uint64
 _ZERO = _U(0)
 _ONE = _U(1)
-_BOTTOM_MASK = _U(sum(1 << (col * _H1) for col in range(_COLS)))
-_BOARD_MASK = _U(sum(((1 << _ROWS) - 1) << (col * _H1) for col in range(_COLS)))
-_COLUMN_BITS = np.array([((1 << _ROWS) - 1) << (col * _H1) for col in range(_COLS)], np.uint64)
-_COL_ORDER = np.array([3, 2, 4, 1, 5, 0, 6], np.int64)  # centre first
+_BOTTOM_MASK = _U(game.BOTTOM_MASK)
+_BOARD_MASK = _U(game.BOARD_MASK)
+_COLUMN_BITS = np.array(game.COLUMN_BITS, np.uint64)
+_COL_ORDER = np.array(game.CENTRE_FIRST, np.int64)
 _COL_0, _COL_1, _COL_2, _COL_3 = (_U(((1 << _H1) - 1) << (col * _H1)) for col in range(4))  # with sentinels
 # shift counts as uint64: numba types a uint64 shifted by an int64 as a float
 _S1, _S2, _S3, _S6, _S7, _S8 = _U(1), _U(2), _U(3), _U(6), _U(7), _U(8)

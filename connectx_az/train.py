@@ -14,12 +14,22 @@ unfinished generation is simply redone (the metrics file is trimmed to the
 checkpoint on resume), so no generation is lost or counted twice.  Every
 generation's randomness is seeded from ``(seed, generation)``, so a resumed
 run on CPU makes the same games as an uninterrupted one.
+
+A ``time_budget`` stops the loop between generations, before a generation that
+would not finish inside it (judged by the last generation's duration), so a
+notebook session that ends at a known hour leaves a resumable run.
+``find_attached_run`` and ``adopt_run`` bring a run saved by an earlier session
+(on Kaggle, a previous version's output attached under ``/kaggle/input``) into
+a fresh ``RUN_DIR``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -31,9 +41,16 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from connectx_az import replay, workers
+from connectx_az import files, replay, workers
 from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
-from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint, load_into, save_checkpoint
+from connectx_az.network import (
+    CheckpointError,
+    PolicyValueNet,
+    TorchEvaluator,
+    load_checkpoint,
+    load_into,
+    save_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +59,102 @@ METRICS = "metrics.jsonl"
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device for a config's ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+
+    ``"auto"`` is CUDA only when torch sees a GPU *and* this torch build has
+    kernels for its compute capability (``cuda_problem``); otherwise it is the
+    CPU, with one logged line saying why and what to choose instead.  An
+    explicit CUDA device that cannot work, or an unknown name, is a
+    ``ConfigError``.
+    """
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        problem = cuda_problem(torch.device("cuda"))
+        if problem is None:
+            return torch.device("cuda")
+        log.warning("%s; training on the CPU instead", problem)
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from exc
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r} asked for, but torch sees no CUDA GPU; use device auto or cpu")
+        problem = cuda_problem(device)
+        if problem is not None:
+            raise ConfigError(f"{problem}; use device auto or cpu")
+    return device
+
+
+def cuda_problem(device: torch.device) -> str | None:
+    """Why torch cannot run kernels on CUDA ``device``, or None when it can.
+
+    Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped
+    Kaggle's P100, compute capability 6.0): ``torch.cuda.is_available()`` is
+    still True there, and the first kernel fails.  The capability must be
+    covered by ``torch.cuda.get_arch_list()`` (``arch_covers``).
+    """
+    index = device.index or 0
+    if index >= torch.cuda.device_count():
+        return f"there is no CUDA device {index} (torch sees {torch.cuda.device_count()})"
+    capability = torch.cuda.get_device_capability(index)
+    arch_list = torch.cuda.get_arch_list()
+    if arch_covers(arch_list, capability):
+        return None
+    major, minor = capability
+    return (f"the GPU {torch.cuda.get_device_name(index)} (compute capability {major}.{minor}) is not supported "
+            f"by this torch build (it has kernels for {' '.join(arch_list) or 'no GPU'}): on Kaggle choose the "
+            f"accelerator \"GPU T4 x2\", elsewhere a GPU of capability 7.0 or newer or a torch build for "
+            f"sm_{major}{minor}")
+
+
+def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
+    """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
+
+    ``sm_XY`` machine code runs on capability X.Y' with Y' >= Y (same major);
+    ``sm_XYa`` only on X.Y exactly; ``compute_XY`` (PTX) is compiled at load
+    time for any capability >= X.Y.
+    """
+    for arch in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
+        if match is None:
+            continue
+        kind, major, minor, suffix = match[1], int(match[2]), int(match[3]), match[4]
+        if kind == "compute" and capability >= (major, minor):
+            return True
+        if kind == "sm" and (capability == (major, minor) or
+                             (not suffix and capability[0] == major and capability[1] >= minor)):
+            return True
+    return False
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds in ``text``: a number of seconds, or with a unit: ``"90s"``, ``"45m"``, ``"11.5h"``.
+
+    Raises ``ConfigError`` unless it is a positive duration.
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*", str(text).lower())
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0.0
+    if seconds <= 0:
+        raise ConfigError(f"time budget {text!r} is not a positive duration; write seconds or a number with "
+                          "a unit, e.g. 90s, 45m or 11.5h")
+    return seconds
+
+
+def _format_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
                 *, progress: bool = True) -> dict[str, float]:
-    """``num_steps`` of Adam on policy cross-entropy + value MSE; returns mean losses."""
+    """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses."""
     net.train()
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "policy_entropy": 0.0}
     for _ in tqdm(range(num_steps), desc="train", leave=False, disable=not progress):
@@ -79,9 +183,7 @@ def _trim_metrics(run_dir: Path, next_generation: int) -> None:
         return
     kept = [line for line in path.read_text().splitlines()
             if line.strip() and json.loads(line).get("generation", -1) < next_generation]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    tmp.replace(path)
+    files.atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
 
 
 def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
@@ -93,7 +195,8 @@ def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
 def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = False,
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
-        threads: int | None = None, device: str | None = None) -> Path:
+        threads: int | None = None, device: str | None = None, time_budget: float | None = None,
+        clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
@@ -107,8 +210,14 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     (live plots in the notebook).  ``threads`` and ``device`` override the
     config's for this call only (resuming on another machine); they change
     where the work runs, not what is computed, and are not saved.
+    ``time_budget`` (seconds from the first generation's start) stops the loop
+    cleanly before a generation that would end after it, with a logged line saying
+    where it stopped and how to resume; ``clock`` measures it (tests pass a fake).
     """
+    if time_budget is not None and not time_budget > 0:
+        raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
     run_dir = Path(run_dir)
+    changed = False
     if resume:
         saved = load_config(run_dir)
         if config is None:
@@ -117,21 +226,25 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             if config.net != saved.net:
                 raise ConfigError(f"{run_dir} was trained with net {asdict(saved.net)}; a resumed run "
                                   "keeps its network (start a new run with --init-model instead)")
-            save_config(config, run_dir)
-            log.info("resuming %s with a changed config", run_dir)
+            changed = True
     else:
         if config is None:
             raise ConfigError("a new run needs a config (choose a --preset)")
         if (run_dir / "config.json").exists():
             raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
+    assert config is not None
+    # Before anything is written: a device torch cannot use is refused with the run folder untouched.
+    device = resolve_device(device or config.device)
+    if changed:
+        save_config(config, run_dir)
+        log.info("resuming %s with a changed config", run_dir)
+    elif not resume:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             save_config(config, run_dir)
         except OSError as exc:
             raise ConfigError(f"cannot write to {run_dir}: {exc.strerror}; choose a writable folder") from exc
-    assert config is not None
     torch.set_num_threads(threads or config.threads)
-    device = resolve_device(device or config.device)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
@@ -150,8 +263,18 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     tb = _tensorboard(run_dir)
     stop = config.num_generations if num_generations is None else min(config.num_generations,
                                                                         generation + num_generations)
-    evaluator = TorchEvaluator(net, device)
+    evaluator = TorchEvaluator(net, device, config.precision)
+    # A generation's expected duration: the last one's, from this call or the run's metrics.
+    previous = [r for r in _read_rows(run_dir) if r.get("generation", -1) < generation]
+    expected = float(previous[-1].get("seconds", 0.0)) if previous else 0.0
+    started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
     while generation < stop:
+        if time_budget is not None and (used := clock() - started) + expected > time_budget:
+            log.warning("time budget: stopped before generation %d of %d (%s of %s used, a generation takes about "
+                        "%s); the run is saved, resume with: connectx-az train --resume %s",
+                        generation, config.num_generations, _format_duration(used), _format_duration(time_budget),
+                        _format_duration(expected), run_dir)
+            break
         t0 = time.perf_counter()
         rng = np.random.default_rng([config.seed, generation])
         torch.manual_seed(config.seed * 1_000_003 + generation)
@@ -186,6 +309,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         }
         row.update(_evaluate(evaluator, config))
         row["seconds"] = round(time.perf_counter() - t0, 2)
+        expected = row["seconds"]
         _append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
@@ -206,9 +330,9 @@ def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
     """Raw-policy mistake rates on a few Pons positions per set (cheap, every generation)."""
     if config.eval_positions <= 0:
         return {}
-    from connectx_az import arena
+    from connectx_az import pons
 
-    return arena.policy_mistake_rates(evaluator, limit=config.eval_positions)
+    return pons.policy_mistake_rates(evaluator, limit=config.eval_positions)
 
 
 def _tensorboard(run_dir: Path) -> Any:
@@ -244,4 +368,101 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / METRICS
     if not path.exists():
         raise ConfigError(f"{path} not found: is {run_dir} a training run directory?")
+    return _read_rows(run_dir)
+
+
+def _read_rows(run_dir: Path | str) -> list[dict[str, Any]]:
+    path = Path(run_dir) / METRICS
+    if not path.exists():
+        return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------- runs from an earlier session
+
+
+def check_run(run_dir: str | Path) -> int:
+    """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
+
+    Raises ``ConfigError`` when ``run_dir`` is not a run that can be resumed:
+    no or a broken ``config.json``, or a checkpoint that is unreadable or holds
+    another network than the config describes.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise ConfigError(f"{run_dir} is not a training run (no config.json); attach the output folder that "
+                          "holds config.json and checkpoint.pt")
+    config = load_config(run_dir)
+    ckpt_path = run_dir / CHECKPOINT
+    if not ckpt_path.is_file():
+        return 0
+    try:
+        net, data = load_checkpoint(ckpt_path)
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from exc
+    if net.config != config.net:
+        raise ConfigError(f"{ckpt_path} holds a {net.config.label} network but {run_dir / 'config.json'} "
+                          f"describes a {config.net.label} one; it is not this run's checkpoint")
+    return int(data.get("generation", 0))
+
+
+def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
+    """The most advanced resumable run in the folders under ``root``, or None if there is none.
+
+    On Kaggle ``root`` is ``/kaggle/input``: a previous version's output,
+    attached as input, holds its run folder (``config.json``, ``checkpoint.pt``,
+    ``replay/``) read-only.  Folders holding a ``config.json`` or a checkpoint
+    are candidates; the valid one with the most generations wins.  Raises
+    ``ConfigError`` (from ``check_run``) when candidates exist but none is valid.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    candidates: list[Path] = []
+    for folder, subfolders, names in os.walk(root):
+        depth = len(Path(folder).relative_to(root).parts)
+        if "config.json" in names or CHECKPOINT in names:
+            candidates.append(Path(folder))
+            subfolders.clear()
+        elif depth >= max_depth:
+            subfolders.clear()
+        subfolders[:] = [d for d in subfolders if d not in ("replay", "tensorboard") and not d.startswith(".")]
+    valid: list[tuple[int, Path]] = []
+    problem: ConfigError | None = None
+    for folder in sorted(candidates):
+        try:
+            valid.append((check_run(folder), folder))
+        except ConfigError as exc:
+            log.warning("not a resumable run, skipped: %s", exc)
+            problem = problem or exc
+    if valid:
+        return max(valid, key=lambda item: item[0])[1]
+    if problem is not None:
+        raise problem
+    return None
+
+
+def adopt_run(source: str | Path, run_dir: str | Path) -> int:
+    """Copy the run in ``source`` to ``run_dir`` (absent or empty) to resume it there; returns its next generation.
+
+    The copy is made beside ``run_dir`` and renamed into place when complete, so
+    an interrupted copy leaves no half run.  Raises ``ConfigError`` if
+    ``source`` is not a resumable run or ``run_dir`` already holds anything
+    (nothing there is overwritten).
+    """
+    source, run_dir = Path(source), Path(run_dir)
+    generation = check_run(source)
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise ConfigError(f"{run_dir} is not empty; copy the run from {source} into a new folder")
+    partial = run_dir.with_name(f".{run_dir.name}.partial")
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, ignore=shutil.ignore_patterns("*.tmp", "tensorboard"))
+        for path in [partial, *partial.rglob("*")]:  # Kaggle's inputs are read-only; the copy must not be
+            path.chmod(path.stat().st_mode | 0o200)
+        if run_dir.exists():
+            run_dir.rmdir()
+        partial.replace(run_dir)
+    except OSError as exc:
+        raise ConfigError(f"cannot copy {source} to {run_dir}: {exc}") from exc
+    return generation

@@ -48,6 +48,7 @@ that each worker it waits for is alive, so a worker that dies cannot hang it.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import signal
 import traceback
@@ -88,9 +89,10 @@ def play_games(
     ``on_game_done`` is called here as games finish.  Raises ``WorkerError`` if a
     worker fails or dies.
     """
-    if config.num_workers == 0:
+    num_workers = resolve_num_workers(config.num_workers)
+    if num_workers == 0:
         return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done)
-    shares = split_games(num_games, config.num_workers)
+    shares = split_games(num_games, num_workers)
     seeds = worker_seeds(rng, len(shares))
     context = multiprocessing.get_context("spawn")
     processes: list[BaseProcess] = []
@@ -110,6 +112,18 @@ def play_games(
         _stop(processes, connections)
     records = [record for worker_records in by_worker for record in worker_records]
     return records, selfplay.summarize(records, num_evaluations)
+
+
+def resolve_num_workers(num_workers: int, cpu_count: int | None = None) -> int:
+    """``selfplay.num_workers`` as a process count: ``-1`` means one worker per CPU core.
+
+    On one core (or when the count is unknown) that is 0: games are played in
+    this process, since a worker would only take turns with the server.
+    """
+    if num_workers >= 0:
+        return num_workers
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return cores if cores > 1 else 0
 
 
 def split_games(num_games: int, num_workers: int) -> list[int]:

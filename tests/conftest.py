@@ -1,4 +1,5 @@
-"""Shared fixtures: a small policy-value net with non-trivial BatchNorm, exported once per session."""
+"""Shared fixtures: a small policy-value net with non-trivial BatchNorm, exported once per session; a uniform
+evaluator."""
 
 from __future__ import annotations
 
@@ -24,6 +25,21 @@ def assert_consistent_records(records) -> None:
         ply = np.arange(t)
         first_player = np.where(ply <= r.adjudicated_ply, r.adjudicated_result, r.first_player_result)
         np.testing.assert_array_equal(r.value, np.where(ply % 2 == 0, first_player, -first_player))
+
+
+class UniformEvaluator:
+    """Equal priors and a drawn value everywhere (``mcts.Evaluator``); counts calls."""
+
+    def __init__(self) -> None:
+        self.num_calls = 0
+        self.num_positions = 0
+
+    def evaluate(self, obs):
+        import numpy as np
+
+        self.num_calls += 1
+        self.num_positions += len(obs)
+        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 
 def make_small_net(seed: int = 0):

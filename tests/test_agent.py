@@ -1,27 +1,28 @@
-"""The agent template in-process: legal plain-int moves, tactics, clock, and any input at all."""
+"""The agent in-process: legal plain-int moves, tactics, clock, and any input at all."""
 
 from __future__ import annotations
 
+import ast
 import math
+import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from connectx_az import game
-from connectx_az.agent import template
+from connectx_az import game, kaggle_io
+from connectx_az.agent import fallback, template
 
 FAST = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 0.3}  # budget: 0.05 s a move
 
 
 @pytest.fixture
-def with_model(small_onnx, monkeypatch):
-    """The template with the small model embedded, numpy backend first; restored afterwards."""
-    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, backends=("numpy", "onnxruntime")))
-    template.set_model(small_onnx.read_bytes())
-    yield template
-    template.set_model(None)
+def with_model(small_onnx) -> template.Agent:
+    """A fresh agent with the small model embedded, numpy backend first."""
+    config = replace(template.CONFIG, backends=("numpy", "onnxruntime"))
+    return template.from_model_bytes(small_onnx.read_bytes(), config)
 
 
 def _obs(text: str, mark: int = 1, **extra) -> dict:
@@ -36,16 +37,14 @@ def _legal_cols(board, columns: int) -> list[int]:
 
 def test_plays_a_game_with_legal_plain_ints(with_model):
     position, mask = game.initial()
-    mark = 1
     for _ in range(12):
-        obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "remainingOverageTime": 6.0}
-        move = template.agent(obs, FAST)
+        obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=6.0)  # mark: the side to move
+        move = with_model(obs, FAST)
         assert type(move) is int and game.is_legal(mask, move)
-        assert template.STATE.backend == "numpy"
+        assert with_model.backend == "numpy"
         position, mask = game.play(position, mask, move)
         if game.outcome(position, mask) is not None:
             break
-        mark = 3 - mark
 
 
 def test_takes_an_immediate_win(with_model):
@@ -57,7 +56,7 @@ def test_takes_an_immediate_win(with_model):
         o......
         oxxx...
     """)
-    assert template.agent(obs, FAST) == 4
+    assert with_model(obs, FAST) == 4
 
 
 def test_blocks_an_immediate_loss(with_model):
@@ -69,39 +68,39 @@ def test_blocks_an_immediate_loss(with_model):
         ...o..o
         .x.o..x
     """, mark=2)
-    assert template.agent(obs, FAST) == 3
+    assert with_model(obs, FAST) == 3
 
 
 def test_search_runs_and_reuses_its_tree(with_model):
     position, mask = game.from_moves("4453")
-    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
-    first = template.agent(obs, {**FAST, "actTimeout": 1.0})  # the first move also loads the model
-    info = template.STATE.info
+    obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=0)
+    first = with_model(obs, {**FAST, "actTimeout": 1.0})  # the first move also loads the model
+    info = with_model.info
     assert info["source"] == "search" and info["simulations"] > 0 and not info["reused_tree"]
     position, mask = game.play(position, mask, first)
-    reply = next(c for c in (3, 2, 4, 1, 5, 0, 6) if game.is_legal(mask, c)
+    reply = next(c for c in game.CENTRE_FIRST if game.is_legal(mask, c)
                  and not game.winning_cols(*game.play(position, mask, c)))
     position, mask = game.play(position, mask, reply)
-    template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}, FAST)
-    assert template.STATE.info["source"] == "search" and template.STATE.info["reused_tree"]
+    with_model(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], FAST)
+    assert with_model.info["source"] == "search" and with_model.info["reused_tree"]
 
 
+@pytest.mark.timing  # how far a 0.05 s search grows the tree depends on the machine
 def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch):
     """Doubling a big tree takes about 0.1 s: the agent grows it before the search, by the last one's rate."""
-    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, tree_capacity=64))
+    with_model.config = replace(with_model.config, tree_capacity=64)
     position, mask = game.initial()
     grew, capacity = [], 0
     for ply in range(24):
         if game.outcome(position, mask) is not None:
             break
         if ply % 2 == 0:
-            col = template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0},
-                                 FAST)
-            if template.STATE.info["source"] == "search":
-                grew.append(template.STATE.info["tree_grew"])
-                capacity = max(capacity, template.STATE.tree.capacity)
+            col = with_model(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], FAST)
+            if with_model.info["source"] == "search":
+                grew.append(with_model.info["tree_grew"])
+                capacity = max(capacity, with_model.tree.capacity)
         else:  # a central move that hands over no immediate win
-            col = next((c for c in (3, 2, 4, 1, 5, 0, 6) if game.is_legal(mask, c)
+            col = next((c for c in game.CENTRE_FIRST if game.is_legal(mask, c)
                         and not game.winning_cols(*game.play(position, mask, c))), game.legal_cols(mask)[0])
         position, mask = game.play(position, mask, col)
     # the tree outgrew its first 64 nodes several times over, yet no search grew it (but perhaps one that
@@ -111,11 +110,11 @@ def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch)
 
 
 def test_no_time_left_plays_the_prior(with_model, small_onnx, monkeypatch):
-    monkeypatch.setattr(template, "PRELOAD_SECONDS", 100.0)  # the file took all of the first move
+    with_model.preload_seconds = 100.0  # the file took all of the first move
     position, mask = game.from_moves("44")
-    move = template.agent({"board": game.to_kaggle(position, mask, 1), "mark": 1}, FAST)
-    assert template.STATE.info["simulations"] == 0
-    logits, _ = template.STATE.evaluator.evaluate(game.encode(np.array([position], np.uint64),
+    move = with_model({"board": game.to_kaggle(position, mask, 1), "mark": 1}, FAST)
+    assert with_model.info["simulations"] == 0
+    logits, _ = with_model.evaluator.evaluate(game.encode(np.array([position], np.uint64),
                                                               np.array([mask], np.uint64)))
     assert move == int(np.argmax(logits[0]))
 
@@ -133,36 +132,33 @@ def test_solver_plays_the_endgame(with_model):
             position, mask = game.play(position, mask, int(rng.choice(safe)))
         if game.num_stones(mask) == 32 and len(game.legal_cols(mask)) > 1:
             break
-    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": 0}
-    move = template.agent(obs, {**FAST, "actTimeout": 2.0})
+    obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=0)
+    move = with_model(obs, {**FAST, "actTimeout": 2.0})
     assert game.is_legal(mask, move)
     if template.solver is not None:
-        assert template.STATE.info["source"] == "solver"
+        assert with_model.info["source"] == "solver"
 
 
-def test_corrupt_model_still_plays(small_onnx, monkeypatch):
+def test_corrupt_model_still_plays(small_onnx):
     data = bytearray(small_onnx.read_bytes())
     data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)
-    template.set_model(bytes(data))
-    try:
-        move = template.agent(_obs(".......\n" * 6), FAST)
-        assert type(move) is int and 0 <= move < 7
-        assert template.STATE.backend == "uniform" and template.STATE.load_error
-        # a checksum that does not match is refused the same way
-        template.set_model(small_onnx.read_bytes())
-        monkeypatch.setattr(template, "MODEL_SHA256", "0" * 64)
-        move = template.agent(_obs(".......\n" * 6), FAST)
-        assert type(move) is int and template.STATE.backend == "uniform"
-        assert "sha256" in template.STATE.load_error
-    finally:
-        template.set_model(None)
+    agent = template.from_model_bytes(bytes(data))
+    move = agent(_obs(".......\n" * 6), FAST)
+    assert type(move) is int and 0 <= move < 7
+    assert agent.backend == "uniform" and agent.load_error
+    # a checksum that does not match is refused the same way
+    agent = template.from_model_bytes(small_onnx.read_bytes())
+    agent.model_sha256 = "0" * 64
+    move = agent(_obs(".......\n" * 6), FAST)
+    assert type(move) is int and agent.backend == "uniform"
+    assert "sha256" in agent.load_error
 
 
 def test_any_exception_falls_back_to_a_legal_move(with_model, monkeypatch):
     def broken(observation, configuration):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(template, "choose_move", broken)
+    monkeypatch.setattr(with_model, "choose_move", broken)
     obs = _obs("""
         xoxoxo.
         oxoxox.
@@ -171,8 +167,8 @@ def test_any_exception_falls_back_to_a_legal_move(with_model, monkeypatch):
         oxoxox.
         xoxoxoo
     """)
-    assert template.agent(obs, FAST) == 6
-    assert "boom" in template.STATE.last_error
+    assert with_model(obs, FAST) == 6
+    assert "boom" in with_model.last_error
 
 
 def test_move_budget_never_drains_the_bank():
@@ -230,8 +226,8 @@ def _malformed_cases() -> list[tuple[object, object]]:
 @pytest.mark.parametrize("observation, configuration", _malformed_cases())
 def test_malformed_input_gives_a_legal_int(with_model, monkeypatch, observation, configuration):
     # what a missing or bad actTimeout becomes
-    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, default_act_timeout=0.3))
-    move = template.agent(observation, configuration)
+    with_model.config = replace(with_model.config, default_act_timeout=0.3)
+    move = with_model(observation, configuration)
     assert type(move) is int
     board = observation.get("board") if isinstance(observation, dict) else getattr(observation, "board", None)
     columns = configuration.get("columns", 7) if isinstance(configuration, dict) else 7
@@ -242,7 +238,7 @@ def test_malformed_input_gives_a_legal_int(with_model, monkeypatch, observation,
 
 
 def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
-    monkeypatch.setattr(template, "CONFIG", replace(template.CONFIG, default_act_timeout=0.3))
+    with_model.config = replace(with_model.config, default_act_timeout=0.3)
     rng = np.random.default_rng(0)
     for _ in range(150):
         rows, columns = int(rng.integers(1, 9)), int(rng.integers(1, 10))
@@ -250,7 +246,7 @@ def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
             rows, columns = 6, 7
         board = rng.choice([0, 0, 0, 1, 2], size=rows * columns).tolist()
         config = {"rows": rows, "columns": columns, "inarow": int(rng.integers(2, 6)), "actTimeout": 0.3}
-        move = template.agent({"board": board, "mark": int(rng.integers(0, 4))}, config)
+        move = with_model({"board": board, "mark": int(rng.integers(0, 4))}, config)
         assert type(move) is int
         legal = _legal_cols(board, columns)
         if legal:
@@ -271,13 +267,22 @@ def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
 def test_simple_move_on_other_sizes(rows, columns, inarow, board_rows, mark, expected):
     board = [0 if ch == "." else int(ch) for row in board_rows for ch in row]
     assert len(board) == rows * columns
-    assert template.simple_move(board, columns, inarow, mark) == expected
-    move = template.agent({"board": board, "mark": mark}, {"rows": rows, "columns": columns, "inarow": inarow})
-    assert move == expected and template.STATE.info["source"].startswith("simple")
+    assert fallback.simple_move(board, columns, inarow, mark) == expected
+    agent = template.Agent()
+    move = agent({"board": board, "mark": mark}, {"rows": rows, "columns": columns, "inarow": inarow})
+    assert move == expected and agent.info["source"].startswith("simple")
 
 
 def test_simple_move_avoids_handing_over_a_win():
     # Column 3 is the most central, but its stone would let player 2 complete row 4 on top of it.
     board_rows = [".......", ".......", ".......", ".......", "222....", "112.11."]
     board = [0 if ch == "." else int(ch) for row in board_rows for ch in row]
-    assert template.simple_move(board, 7, 4, 1) == 2
+    assert fallback.simple_move(board, 7, 4, 1) == 2
+
+
+def test_the_fallback_needs_only_the_standard_library():
+    tree = ast.parse(Path(fallback.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported

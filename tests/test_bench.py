@@ -1,4 +1,5 @@
-"""The solver benchmark: its figures' shape and the ``bench solver`` command."""
+"""The benchmarks: the self-play benchmark's tree-work mode and the leaf depth it reports; the solver
+benchmark's figures and its ``bench solver`` command."""
 
 from __future__ import annotations
 
@@ -8,11 +9,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from connectx_az import bench
+from connectx_az import bench, config, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Uniform:
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
+
+
+def _depth(evaluator: object, simulations: int) -> float:
+    cfg = config.make_config("smoke", overrides=[f"mcts.num_simulations={simulations}"])
+    _, stats = selfplay.play_games(evaluator, 8, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+    return stats.mean_leaf_depth
+
+
+def test_mean_leaf_depth_counts_plies_below_the_root() -> None:
+    # one simulation a move expands the root and adds one child: every leaf is one ply down
+    assert _depth(_Uniform(), 1) == 1.0
+    # uneven priors send the walks down fewer, deeper lines than uniform ones
+    assert 1.0 < _depth(_Uniform(), 40) < _depth(bench.FreeEvaluator(), 40)
+
+
+def test_bench_selfplay_free_evaluator_reports_tree_work_per_core() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "connectx_az.cli", "bench", "selfplay", "--preset", "smoke",
+                           "--evaluator", "free", "--batch", "4", "8", "--json"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["evaluator"] == "free" and result["preset"] == "smoke"
+    assert [row["batch"] for row in result["scaling"]] == [4, 8]
+    for row in result["scaling"]:
+        assert row["tree_evals_per_s"] > 0 and row["tree_evals_per_s_per_core"] == row["tree_evals_per_s"]
+        assert row["mean_leaf_depth"] >= 1.0
+        assert "raw_evals_per_s" not in row  # no network was run
 
 
 def test_bench_solver_python_only_needs_no_numba() -> None:

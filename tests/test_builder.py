@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import connectx_az
-from connectx_az import arena, export
+from connectx_az import export, kaggle_io
 from connectx_az.agent import builder
 
 PACKAGE = Path(connectx_az.__file__).resolve().parent
 
 # Runs in a fresh interpreter: block the package, onnxruntime and torch, execute the
 # file as Kaggle does (empty globals, last callable), play a few moves, score positions.
-_RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
+_RUNNER = kaggle_io.sandbox_prelude() + textwrap.dedent('''
     import json, sys, time
     import numpy as np
 
@@ -35,10 +35,7 @@ _RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
             raise SystemExit(name + " could be imported")
 
     submission, positions, out = sys.argv[1:4]
-    code = compile(open(submission).read(), submission, "exec")
-    env = {}
-    exec(code, env)
-    agent = [v for v in env.values() if callable(v)][-1]
+    agent, env = exec_submission(submission)
 
     # a few plies of one game, the agent playing both sides
     rows, columns = 6, 7
@@ -46,9 +43,7 @@ _RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
     moves = []
     for ply in range(8):
         mark = 1 + ply % 2
-        observation = {"board": list(board), "mark": mark, "step": ply, "remainingOverageTime": 2.0}
-        configuration = {"rows": rows, "columns": columns, "inarow": 4, "actTimeout": 0.4,
-                         "timeout": 0.4, "episodeSteps": 1000}
+        observation, configuration = kaggle_dicts(board, mark, ply, 2.0, 0.4)
         start = time.perf_counter()
         move = agent(observation, configuration)
         seconds = time.perf_counter() - start
@@ -57,13 +52,13 @@ _RUNNER = arena.sandbox_prelude() + textwrap.dedent('''
         board[row * columns + move] = mark
         moves.append({"move": move, "seconds": seconds})
 
-    template = env["_template"]
-    evaluator = template.load_model()
+    player = env["_agent"]
+    evaluator = player.load_model()
     logits, value = evaluator.evaluate(np.load(positions))
     np.savez(out, logits=logits, value=value)
     print(json.dumps({
-        "agent": agent.__name__, "moves": moves, "backend": template.STATE.backend,
-        "load_error": template.STATE.load_error, "solver": template.solver is not None,
+        "agent": agent.__name__, "moves": moves, "backend": player.backend,
+        "load_error": player.load_error, "solver": env["_template"].solver is not None,
         "modules": sorted(m for m in sys.modules if m.startswith("connectx")),
     }))
 ''')
@@ -93,7 +88,7 @@ def test_submission_runs_alone_like_kaggle(fixture, request, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(model_path, out, metadata={"generation": 7, "note": "test"})
     assert report.path == out and report.num_bytes == out.stat().st_size
-    assert report.model_sha256 == export.model_info(model_path)["sha256"] and report.net_label == "1x16"
+    assert report.model_sha256 == export.model_card(model_path)["sha256"] and report.net_label == "1x16"
 
     result, positions, logits, value = _run_fresh(out, tmp_path)
     assert result["agent"] == "agent" and result["backend"] == "numpy", result["load_error"]
@@ -110,8 +105,10 @@ def test_file_layout(small_onnx, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(small_onnx, out, metadata={"generation": 7})
     text = out.read_text()
-    for rel in ("game.py", "mcts.py", "solver.py", "agent/onnx_numpy.py", "agent/template.py"):
+    for rel in ("game.py", "mcts.py", "solver.py", "agent/onnx_numpy.py", "agent/fallback.py", "agent/backends.py",
+                "agent/template.py"):
         assert (PACKAGE / rel).read_text() in text, rel  # the same tested source, verbatim
+    assert "GumbelConfig" not in text and "_considered_visits" not in text  # self-play's Gumbel root stays home
     assert report.model_sha256 in text.split("\n", 3)[2]  # header names the model
     assert '"generation": 7' in text and "1x16" in text
     module = ast.parse(text)

@@ -1,13 +1,16 @@
-"""The command line: --help, one-line errors on bad input, and the whole road end to end."""
+"""The command line: --help, one-line errors on bad input, the whole road end to end, `play` and `arena`."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from connectx_az import cli, game
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,9 +46,9 @@ def test_bad_input_is_one_line_error(tmp_path: Path, args: tuple[str, ...], mess
 
 
 def test_build_needs_numpy_only_and_still_reports_errors_in_one_line(tmp_path: Path) -> None:
-    from connectx_az import arena
+    from connectx_az import kaggle_io
 
-    script = arena.sandbox_prelude(("torch", "onnxruntime", "onnx", "kaggle_environments")) + (
+    script = kaggle_io.sandbox_prelude(("torch", "onnxruntime", "onnx", "kaggle_environments")) + (
         "from connectx_az.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ok = subprocess.run([sys.executable, "-c", script, "build", "--out", str(tmp_path / "s.py")], cwd=tmp_path,
@@ -78,10 +81,10 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
 
     from kaggle_environments import make
 
-    from connectx_az import arena
+    from connectx_az import kaggle_io
 
     env = make("connectx", configuration={"actTimeout": 0.3}, debug=False)
-    agent = arena.load_submission(tmp_path / "submission.py")
+    agent = kaggle_io.load_submission(tmp_path / "submission.py")
     steps = env.run([agent, "random"])
     assert [s.status for s in steps[-1]] == ["DONE", "DONE"]
     assert steps[-1][0].reward in (-1, 0, 1)
@@ -116,3 +119,52 @@ def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_p
         ("random", 1, 1), ("random", 2, 1)]
     assert all(r["losses"] == 0 and not r["bad_statuses"] and r["backends"] == ["numpy"] for r in rows)
     assert sorted(p.name for p in (tmp_path / "replays").iterdir()) == ["random_seat1.html", "random_seat2.html"]
+
+
+def test_render_board_numbers_the_columns() -> None:
+    board = game.to_kaggle(*game.from_moves("44"), mark=1)
+    lines = cli.render_board(board).splitlines()
+    assert lines[-1] == "1 2 3 4 5 6 7"
+    assert lines[-2] == ". . . X . . ." and lines[-3] == ". . . O . . ."
+
+
+def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "connectx_az.cli", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_play_finishes_a_game_from_scripted_input() -> None:
+    # Bad inputs are re-prompted; columns cycle until the game ends (full columns are refused too).
+    script = "x\n0\n9\n" + "1\n2\n3\n4\n5\n6\n7\n" * 12
+    result = _cli("play", "--sims", "8", "--first", stdin=script)
+    assert result.returncode == 0, result.stderr
+    assert "'x' is not a playable column" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1] in ("you win", "the agent wins", "draw")
+
+
+def test_cli_play_quits_on_q() -> None:
+    result = _cli("play", "--sims", "8", stdin="q\n")
+    assert result.returncode == 0, result.stderr
+    assert "agent plays" in result.stdout and result.stdout.rstrip().endswith("bye")
+
+
+def test_cli_arena_json() -> None:
+    result = _cli("arena", "--games", "2", "--sims", "8", "--alphabeta", "1", "--builtin", "random", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert {r["name"] for r in out["ratings"]} == {"default@8", "alphabeta1", "random"}
+    assert len(out["games"]) == 3 * 2 and out["anchor"] == "random"
+
+
+def test_build_prints_a_notebook_card_that_lacks_games_and_hours(tmp_path: Path) -> None:
+    """The notebook's card has generations but no games or hours; building from it must not fail."""
+    import shutil
+
+    model = tmp_path / "model.onnx"
+    shutil.copy(Path(__file__).resolve().parents[1] / "connectx_az" / "models" / "default.onnx", model)
+    model.with_suffix(".json").write_text(json.dumps(
+        {"trained_by": "connectx_az notebooks/train.ipynb", "training": {"generations": 3}}))
+    built = _run("build", "--model", str(model), "--out", str(tmp_path / "submission.py"), cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "trained by: connectx_az notebooks/train.ipynb: 3 generations\n" in built.stdout

@@ -70,8 +70,8 @@ def test_random_positions_are_legal_and_unfinished():
 
 
 def test_float16_export_halves_the_file(small_net, small_onnx, small_onnx16):
-    info16 = export.model_info(small_onnx16)
-    info32 = export.model_info(small_onnx)
+    info16 = export.model_card(small_onnx16)
+    info32 = export.model_card(small_onnx)
     assert info16["float16"] and not info32["float16"]
     assert info16["num_bytes"] < 0.65 * info32["num_bytes"]  # names and Cast nodes cost a little
     obs = export.random_positions(32, np.random.default_rng(3))
@@ -82,8 +82,8 @@ def test_float16_export_halves_the_file(small_net, small_onnx, small_onnx16):
     assert np.abs(ref[1] - got[1]).max() <= export.FP16_TOLERANCE * scale
 
 
-def test_model_info(small_onnx):
-    info = export.model_info(small_onnx)
+def test_model_card(small_onnx):
+    info = export.model_card(small_onnx)
     data = small_onnx.read_bytes()
     assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["num_bytes"] == len(data)
     assert info["net"] == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "label": "1x16"}
@@ -116,8 +116,8 @@ def test_corrupt_and_missing_files_are_refused(small_onnx, tmp_path):
     with pytest.raises(ValueError, match="onnxruntime cannot load"):
         export.OnnxRuntimeEvaluator(bad)
     with pytest.raises(ValueError, match="not a readable ONNX model"):
-        export.model_info(bad)
+        export.model_card(bad)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        export.model_info(tmp_path / "missing.onnx")
+        export.model_card(tmp_path / "missing.onnx")
     with pytest.raises(FileNotFoundError):
         export.OnnxRuntimeEvaluator(tmp_path / "missing.onnx")

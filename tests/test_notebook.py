@@ -28,6 +28,8 @@ pytest.importorskip("kaggle_environments")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402  (after the skips)
 from jupyter_client.manager import KernelManager  # noqa: E402
 
+from connectx_az import kaggle_io  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"
 GENERATIONS = 2
@@ -108,9 +110,80 @@ def test_notebook_trains_exports_builds_and_validates_on_cpu(tmp_path: Path,
     assert sorted(p.name for p in work.iterdir()) == ["out", "run"]  # nothing written elsewhere
 
     # Kaggle executes the file in an empty namespace and calls the last callable it defines
-    namespace: dict[str, Any] = {}
-    exec(compile((out_dir / "submission.py").read_text(), "submission.py", "exec"), namespace)
-    agent = [value for value in namespace.values() if callable(value)][-1]
-    move = agent({"board": [0] * 42, "mark": 1, "remainingOverageTime": 0},
-                 {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 1.0})
+    agent = kaggle_io.load_submission(out_dir / "submission.py")
+    move = agent(*kaggle_io.kaggle_inputs(0, 0, act_timeout=1.0, overage=0))
     assert type(move) is int and 0 <= move < 7
+
+
+def test_notebook_stops_at_its_time_budget_and_a_new_session_resumes_the_attached_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 1 trains until TIME_BUDGET, then still exports and builds; session 2 finds that run
+    among its inputs (as Kaggle shows a saved version's output), copies it and finishes it."""
+    import shutil
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    generations = 8
+    common = {"PRESET": "smoke", "GENERATIONS": generations, "VALIDATE_GAMES": 0,
+              "OVERRIDES": ["selfplay.num_games=8", "selfplay.num_parallel_games=8", "eval_positions=4"]}
+
+    def execute(work: Path, **parameters: Any) -> str:
+        work.mkdir()
+        nb = _with_parameters(nbformat.read(NOTEBOOK, as_version=4), {**common, **parameters})
+        client = nbclient.NotebookClient(nb, km=_kernel_manager(work), timeout=300, kernel_name="python3",
+                                         resources={"metadata": {"path": str(work)}})
+        client.execute()
+        return _outputs(nb)[0] + "\n".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+    first = tmp_path / "first"
+    text = execute(first, RUN_DIR=str(first / "run"), OUT_DIR=str(first / "out"), TIME_BUDGET="1s",
+                   KAGGLE_INPUT=str(tmp_path / "no-input"))
+    done = len((first / "run" / "metrics.jsonl").read_text().splitlines())
+    assert 1 <= done < generations
+    assert f"training stopped at generation {done} of {generations} (TIME_BUDGET 1s)" in text
+    assert f"time budget: stopped before generation {done} of {generations}" in text
+    assert (first / "out" / "submission.py").is_file()  # built from the last checkpoint all the same
+    assert "validation skipped" in text
+
+    inputs = tmp_path / "input"
+    shutil.copytree(first / "run", inputs / "connectx-notebook" / "runs" / "connectx_az")
+    second = tmp_path / "second"
+    text = execute(second, RUN_DIR=str(second / "run"), OUT_DIR=str(second / "out"), TIME_BUDGET=None,
+                   KAGGLE_INPUT=str(inputs))
+    assert f"copied the run in {inputs / 'connectx-notebook' / 'runs' / 'connectx_az'}" in text
+    assert f"it resumes at generation {done}" in text and "resuming the run in" in text
+    rows = [json.loads(line) for line in (second / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == list(range(generations))
+    assert f"generation {generations}/{generations} done" in text
+    assert (second / "out" / "submission.py").is_file()
+    assert len((inputs / "connectx-notebook" / "runs" / "connectx_az" / "metrics.jsonl").read_text().splitlines()) \
+        == done  # the attached input is left as it was
+
+
+def _install_functions() -> dict[str, Any]:
+    """The install cell's functions, defined without running anything."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def package_source(" in c.source)
+    namespace: dict[str, Any] = {}
+    exec(compile(cell.source, "install-cell", "exec"), namespace)
+    return namespace
+
+
+def test_the_install_cell_prefers_an_attached_wheel_then_the_clone_then_the_pip_spec(tmp_path: Path) -> None:
+    cell = _install_functions()
+    package_source = cell["package_source"]
+    spec = "connectx-az @ git+https://github.com/<OWNER>/connectx_az.git"
+    inputs, elsewhere = tmp_path / "input", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # nothing found and the spec still a placeholder: one clear message, no pip traceback
+    with pytest.raises(SystemExit, match="attach the dataset made by `make kaggle`.*replace <OWNER>"):
+        package_source(spec, inputs, elsewhere)
+    assert package_source("connectx-az==0.1.0", inputs, elsewhere) == ("spec", "connectx-az==0.1.0")
+    # the notebook inside a clone
+    assert package_source(spec, inputs, REPO / "notebooks") == ("clone", REPO)
+    # a wheel in an attached dataset wins over everything
+    wheel = inputs / "connectx-az-package" / "connectx_az-0.1.0-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"")
+    assert package_source(spec, inputs, REPO / "notebooks") == ("wheel", wheel)

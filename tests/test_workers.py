@@ -84,8 +84,8 @@ def test_one_worker_plays_exactly_the_in_process_games() -> None:
 def test_games_are_split_evenly_and_the_setting_is_checked() -> None:
     assert workers.split_games(7, 2) == [4, 3]
     assert workers.split_games(2, 4) == [1, 1]
-    with pytest.raises(config.ConfigError, match="num_workers must be >= 0"):
-        config.make_config("smoke", overrides=["selfplay.num_workers=-1"])
+    with pytest.raises(config.ConfigError, match="num_workers must be >= -1"):
+        config.make_config("smoke", overrides=["selfplay.num_workers=-2"])  # -1 means one a core
 
 
 class _WrongShapeEvaluator:
@@ -116,16 +116,13 @@ def test_a_killed_worker_does_not_hang_the_parent() -> None:
     assert not multiprocessing.active_children()
 
 
-# Plays with a uniform numpy evaluator, prints its workers' pids at the first finished game, then
+# Plays with the tests' uniform evaluator, prints its workers' pids at the first finished game, then
 # dies by SIGKILL (no clean-up of any kind).  It also checks that what a worker imports has no torch.
 _KILLED_PARENT = """
 import os, signal, sys
 import numpy as np
+from conftest import UniformEvaluator
 from connectx_az import mcts, selfplay, workers
-
-class Uniform:
-    def evaluate(self, obs):
-        return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 def die(_):
     import multiprocessing
@@ -134,7 +131,7 @@ def die(_):
 
 assert "torch" not in sys.modules
 settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
-workers.play_games(Uniform(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
+workers.play_games(UniformEvaluator(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
                    on_game_done=die)
 """
 
@@ -149,7 +146,7 @@ def _is_running(pid: int) -> bool:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_workers_exit_when_the_parent_is_killed() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     done = subprocess.run([sys.executable, "-c", _KILLED_PARENT], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == -signal.SIGKILL, done.stderr
@@ -173,3 +170,13 @@ def test_training_with_workers_completes_a_generation_and_resumes(tmp_path: Path
     assert all(r["num_games"] == 6 for r in rows)
     assert config.load_config(run_dir).selfplay.num_workers == 2
     assert not multiprocessing.active_children()
+
+
+def test_minus_one_workers_means_one_per_core_and_the_gpu_preset_uses_it() -> None:
+    assert workers.resolve_num_workers(-1, cpu_count=4) == 4
+    assert workers.resolve_num_workers(-1, cpu_count=2) == 2
+    assert workers.resolve_num_workers(-1, cpu_count=1) == 0  # one core: play in this process
+    assert workers.resolve_num_workers(3, cpu_count=1) == 3  # an explicit count is kept
+    assert config.make_config("gpu").selfplay.num_workers == -1
+    with pytest.raises(config.ConfigError, match="num_workers must be >= -1"):
+        config.make_config("gpu", overrides=["selfplay.num_workers=-2"])

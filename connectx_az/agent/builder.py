@@ -5,16 +5,18 @@
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
 2. ``import`` lines (standard library only) and the base64 model with its sha256;
 3. each module's source **verbatim** as a raw string literal: ``game.py``,
-   ``mcts.py``, ``solver.py``, ``agent/onnx_numpy.py``, ``agent/template.py``,
-   read from disk at build time, never from a hand-kept copy;
+   ``mcts.py``, ``solver.py``, ``agent/onnx_numpy.py``, ``agent/fallback.py``,
+   ``agent/backends.py``, ``agent/template.py``, read from disk at build time,
+   never from a hand-kept copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
    after rewriting exactly the ``from connectx_az import x`` /
    ``from connectx_az.agent import y`` lines into references to the modules
    loaded before it (same line count, so tracebacks point at real lines);
-5. last, ``def agent(observation, configuration)``: Kaggle executes the file
-   with an empty globals dict and takes the last callable it defines.
+5. ``_agent``, the template's ``Agent`` with the embedded model, and last
+   ``def agent(observation, configuration)`` calling it: Kaggle executes the
+   file with an empty globals dict and takes the last callable it defines.
 
 If ``solver`` fails to load in the sandbox, the template runs without it; if
 the template itself fails, ``agent`` falls back to the most central open column.
@@ -46,6 +48,8 @@ MODULES = (
     ("mcts", "mcts.py"),
     ("solver", "solver.py"),
     ("onnx_numpy", "agent/onnx_numpy.py"),
+    ("fallback", "agent/fallback.py"),
+    ("backends", "agent/backends.py"),
     ("template", "agent/template.py"),
 )
 OPTIONAL_MODULES = frozenset({"solver"})  # the agent plays on without these
@@ -121,18 +125,17 @@ _TAIL = '''
 try:
     _MODULES = _load_modules(_SOURCES, {optional!r})
     _template = _MODULES["template"]
-    _template.MODEL_B64 = MODEL_B64
-    _template.MODEL_SHA256 = MODEL_SHA256
-    _template.PRELOAD_SECONDS = time.perf_counter() - _T_START
+    _agent = _template.Agent(model_b64=MODEL_B64, model_sha256=MODEL_SHA256,
+                             preload_seconds=time.perf_counter() - _T_START)
 except Exception as _exc:  # keep the file loadable; agent() below still plays legal moves
-    _template = None
+    _template = _agent = None
     _LOAD_ERROR = "%s: %s" % (type(_exc).__name__, _exc)
 
 
 def agent(observation, configuration):
     """Kaggle's entry point (the last callable in this file)."""
-    if _template is not None:
-        return _template.agent(observation, configuration)
+    if _agent is not None:
+        return _agent(observation, configuration)
     try:
         board = observation["board"]
         columns = int(configuration["columns"])

@@ -1,0 +1,112 @@
+"""The agent's inference backends: onnxruntime where it imports, else the numpy ONNX runtime, else uniform.
+
+Pasted into ``submission.py`` before the agent (``builder``); numpy and the
+standard library only, onnxruntime inside a guarded import.  Every evaluator is
+an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits float32[M, 7],
+value float32[M])``, side to move.  ``export.OnnxRuntimeEvaluator`` builds on
+``OrtEvaluator``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import numpy as np
+
+from connectx_az import game
+from connectx_az.agent import onnx_numpy
+
+BACKENDS = ("onnxruntime", "numpy")
+
+
+class UniformEvaluator:
+    """Equal priors and a neutral value: the search's last resort without a usable model."""
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = obs.shape[0]
+        return np.zeros((m, game.NUM_ACTIONS), np.float32), np.zeros(m, np.float32)
+
+
+class OrtEvaluator:
+    """``mcts.Evaluator`` over an onnxruntime CPU session with one thread (where onnxruntime imports)."""
+
+    def __init__(self, data: bytes) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        self.session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+        self.output_names = [o.name for o in self.session.get_outputs()][:2]
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, value = self.session.run(self.output_names, {self.input_name: np.asarray(obs, np.float32)})
+        return np.asarray(logits, np.float32), np.asarray(value, np.float32).reshape(-1)
+
+
+def limit_blas_threads() -> None:
+    """Best effort: ask every loaded OpenBLAS to use one thread (as threadpoolctl would)."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line}
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for name in ("openblas_set_num_threads", "openblas_set_num_threads64_",
+                     "scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads"):
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter(1)
+
+
+def make_evaluator(backend: str, data: bytes):
+    """The evaluator of ``backend`` (one of ``BACKENDS``) over ONNX bytes; raises whatever loading raises."""
+    if backend == "onnxruntime":
+        return OrtEvaluator(data)
+    if backend == "numpy":
+        return onnx_numpy.NumpyOnnxModel(data)
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
+               limit_blas: bool = True) -> tuple[object, str, str]:
+    """``(evaluator, backend, errors)`` for the embedded model: the first backend that works, else uniform.
+
+    Checks the model's sha256 first; a backend counts only if it scores the
+    empty board with finite numbers of the right shapes.  ``errors`` joins what
+    went wrong on the way (empty when the first backend worked); ``backend`` is
+    ``"uniform"`` for the fallback.  Never raises.
+    """
+    errors = []
+    if limit_blas:
+        try:
+            limit_blas_threads()
+        except Exception:
+            pass
+    data = b""
+    try:
+        data = base64.b64decode(model_b64)
+        if not data:
+            raise ValueError("no model is embedded")
+        if hashlib.sha256(data).hexdigest() != model_sha256:
+            raise ValueError("the embedded model fails its sha256 check")
+    except Exception as exc:
+        errors.append(f"model: {exc}")
+        data = b""
+    probe = game.encode(np.zeros(1, np.uint64), np.zeros(1, np.uint64))
+    for backend in backends if data else ():
+        try:
+            evaluator = make_evaluator(backend, data)
+            logits, value = evaluator.evaluate(probe)
+            if np.shape(logits) != (1, game.NUM_ACTIONS) or np.shape(value) != (1,) \
+                    or not (np.all(np.isfinite(logits)) and np.all(np.isfinite(value))):
+                raise ValueError("the model gives malformed outputs")
+        except Exception as exc:
+            errors.append(f"{backend}: {type(exc).__name__}: {exc}")
+            continue
+        return evaluator, backend, "; ".join(errors)
+    return UniformEvaluator(), "uniform", "; ".join(errors)

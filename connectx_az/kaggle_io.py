@@ -1,0 +1,169 @@
+"""Running a file the way Kaggle does: observations, the sandbox, loading a submission, validation.
+
+``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position;
+``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox (and
+defines ``kaggle_sandbox``'s helpers there); ``load_submission`` executes a
+``submission.py`` as Kaggle does and returns its last callable; ``validate`` plays a
+built submission through kaggle-environments.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from connectx_az import game
+from connectx_az.kaggle_sandbox import exec_submission, kaggle_dicts
+
+#: default seconds a move (Kaggle's ``actTimeout``) and overage bank per second of it (60 s at 2 s)
+ACT_TIMEOUT = 2.0
+OVERAGE_PER_ACT_SECOND = 30.0
+
+
+class _Struct(dict):
+    """A dict whose keys also read as attributes, like kaggle-environments' observations."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+
+def kaggle_inputs(position: int, mask: int, *, act_timeout: float = ACT_TIMEOUT,
+                  overage: float | None = None) -> tuple[_Struct, _Struct]:
+    """``(observation, configuration)`` in Kaggle's shape for the side to move of a position.
+
+    ``overage`` is the bank shown as ``remainingOverageTime`` (default
+    ``OVERAGE_PER_ACT_SECOND * act_timeout``).
+    """
+    ply = game.num_stones(mask)
+    mark = 1 + ply % 2
+    bank = OVERAGE_PER_ACT_SECOND * act_timeout if overage is None else overage
+    observation, configuration = kaggle_dicts(game.to_kaggle(position, mask, mark), mark, ply, bank, act_timeout)
+    return _Struct(observation), _Struct(configuration)
+
+
+KAGGLE_BLOCKED = ("connectx_az", "onnxruntime", "torch")
+
+
+def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
+    """Python source that makes a fresh interpreter look like Kaggle's agent sandbox.
+
+    Prepend it to a child script: importing any of ``blocked`` (by top-level
+    name) raises ``ImportError``, and numpy is imported first, as Kaggle's
+    harness has it loaded before it executes a submission.  The script can then
+    call ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
+    """
+    return (
+        "import sys\n"
+        "class _Blocker:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {tuple(blocked)!r}:\n"
+        "            raise ImportError('blocked to imitate Kaggle: ' + name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _Blocker())\n"
+        "import numpy  # noqa: E402,F401\n"
+        + Path(__file__).with_name("kaggle_sandbox.py").read_text(encoding="utf-8")
+    )
+
+
+BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")
+
+
+def load_submission(path: str | Path) -> Callable[..., Any]:
+    """Execute ``submission.py`` the way Kaggle does and return its last callable (``ValueError``: none)."""
+    return exec_submission(str(path))[0]
+
+
+def _submission_backend(namespace: dict[str, Any]) -> str:
+    """The inference backend the agent (``_agent``) of an executed submission used."""
+    return str(getattr(namespace.get("_agent"), "backend", "") or "unknown")
+
+
+@dataclass
+class SeatResult:
+    """Games of the submission against one opponent from one seat (1 = moves first)."""
+
+    opponent: str
+    seat: int
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    bad_statuses: list[str] = field(default_factory=list)
+    move_seconds: list[float] = field(default_factory=list)
+    bank_used: list[float] = field(default_factory=list)  # seconds over actTimeout, per game
+    backends: set[str] = field(default_factory=set)  # inference backends the agent reported
+
+    @property
+    def num_games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    def as_dict(self) -> dict[str, Any]:
+        times = self.move_seconds or [0.0]
+        return {"opponent": self.opponent, "seat": self.seat, "wins": self.wins, "draws": self.draws,
+                "losses": self.losses, "bad_statuses": self.bad_statuses,
+                "mean_move_s": round(float(np.mean(times)), 4), "max_move_s": round(float(np.max(times)), 4),
+                "max_bank_used_s": round(max(self.bank_used, default=0.0), 3),
+                "backends": sorted(self.backends)}
+
+
+def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", "negamax"), games: int = 20,
+             replay_dir: str | Path | None = None, act_timeout: float | None = None,
+             on_game: Callable[[SeatResult], None] | None = None) -> list[SeatResult]:
+    """Play ``games`` games per opponent and seat through kaggle-environments.
+
+    The submission file is executed afresh for every game, as on Kaggle.
+    ``act_timeout`` overrides Kaggle's 2 s a move and scales the 60 s bank the
+    agent sees by the same factor (quick checks).  Saves the last
+    game against each opponent and seat as an HTML replay in ``replay_dir``.
+    """
+    configuration = {} if act_timeout is None else {"actTimeout": act_timeout}
+    from kaggle_environments import make
+
+    results = []
+    for opponent in opponents:
+        for seat in (1, 2):
+            result = SeatResult(opponent, seat)
+            for _ in range(games):
+                agent, namespace = exec_submission(str(submission))
+                excess = [0.0]
+
+                def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess) -> Any:
+                    if act_timeout is not None:  # a scaled clock: the bank shrinks with the move time
+                        obs = {**obs, "remainingOverageTime": obs["remainingOverageTime"] * act_timeout / 2.0}
+                    start = time.perf_counter()
+                    move = agent(obs, cfg)
+                    seconds = time.perf_counter() - start
+                    result.move_seconds.append(seconds)
+                    excess[0] += max(0.0, seconds - cfg["actTimeout"])
+                    return move
+
+                env = make("connectx", configuration=configuration, debug=False)
+                agents = [timed, opponent] if seat == 1 else [opponent, timed]
+                steps = env.run(agents)
+                result.bank_used.append(excess[0])
+                result.backends.add(_submission_backend(namespace))
+                final = steps[-1][seat - 1]
+                if final.status in BAD_STATUSES or final.reward is None:
+                    result.bad_statuses.append(str(final.status))
+                    result.losses += 1
+                elif final.reward > 0:
+                    result.wins += 1
+                elif final.reward < 0:
+                    result.losses += 1
+                else:
+                    result.draws += 1
+                if on_game is not None:
+                    on_game(result)
+            if replay_dir is not None:
+                out = Path(replay_dir) / f"{opponent}_seat{seat}.html"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(env.render(mode="html"))
+            results.append(result)
+    return results

@@ -1,0 +1,67 @@
+"""Run settings: presets, overrides, schedules, and saved configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from connectx_az import config, gumbel
+
+
+def test_overrides_and_unknown_keys() -> None:
+    cfg = config.make_config("smoke", overrides=["mcts.num_simulations=40", "train.lr=0.01", "train.dedupe=false"])
+    assert cfg.mcts.num_simulations == 40 and cfg.train.lr == 0.01 and cfg.train.dedupe is False
+    with pytest.raises(config.ConfigError, match="valid keys: .*mcts.num_simulations"):
+        config.make_config("smoke", overrides=["mcts.simulations=40"])
+    with pytest.raises(config.ConfigError, match="choose one of: smoke, cpu, gpu"):
+        config.make_config("huge")
+    with pytest.raises(config.ConfigError, match="expected a int"):
+        config.make_config("smoke", overrides=["mcts.num_simulations=lots"])
+
+
+def test_config_round_trips_through_json(tmp_path: Path) -> None:
+    cfg = config.make_config("cpu", overrides=["seed=5"])
+    config.save_config(cfg, tmp_path)
+    assert config.load_config(tmp_path) == cfg
+
+
+def test_cosine_schedule_runs_from_lr_to_lr_min_after_its_start() -> None:
+    cfg = config.make_config("smoke", overrides=["train.lr_schedule=cosine", "train.lr=0.002", "train.lr_min=0.0001",
+                                                 "train.lr_schedule_start=10"]).train
+    assert cfg.lr_at(0, 30) == cfg.lr_at(10, 30) == 0.002
+    assert cfg.lr_at(29, 30) == pytest.approx(0.0001)
+    rates = [cfg.lr_at(g, 30) for g in range(10, 30)]
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+    assert config.make_config("smoke").train.lr_at(29, 30) == config.make_config("smoke").train.lr
+    with pytest.raises(config.ConfigError, match="lr_schedule must be one of constant, cosine"):
+        config.make_config("smoke", overrides=["train.lr_schedule=linear"])
+
+
+def test_growing_window_starts_at_one_generation() -> None:
+    fixed = config.make_config("cpu").train
+    assert [fixed.window_at(g) for g in (0, 5, 50)] == [8, 8, 8]
+    growing = config.make_config("cpu", overrides=["train.replay_growth=0.5"]).train
+    assert [growing.window_at(g) for g in (0, 1, 2, 6, 14, 50)] == [1, 1, 2, 4, 8, 8]
+
+
+def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
+    saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
+    del saved["train"]["lr_schedule"], saved["selfplay"]["num_workers"]
+    assert config.preset_of(saved) == "cpu"
+    assert config.preset_of({**saved, "num_generations": 7}) is None
+
+
+def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
+    # Runs saved before the Gumbel root moved to selfplay.gumbel kept its settings in "mcts".
+    saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
+    del saved["selfplay"]["gumbel"]
+    saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
+    assert config.preset_of(saved) == "cpu"
+    saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    loaded = config.load_config(tmp_path)
+    assert loaded.selfplay.gumbel == gumbel.GumbelConfig(enabled=True, considered=8, c_visit=40.0, c_scale=0.2)
+    assert loaded == config.make_config("cpu", overrides=["seed=3", "mcts.gumbel=true", "mcts.gumbel_considered=8",
+                                                          "mcts.gumbel_c_visit=40", "mcts.gumbel_c_scale=0.2"])

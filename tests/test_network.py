@@ -1,0 +1,145 @@
+"""Device and precision by GPU capability, with ``torch.cuda``'s queries stood in for.
+
+No GPU is needed: each test tells torch what GPU it has (a P100 under a CUDA
+12.8 build that dropped its kernels, a T4, an A100, an H100) and checks what
+``train.resolve_device`` and ``network.autocast_dtype`` choose.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from connectx_az import config, export, network, train
+
+# torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
+CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
+CU121 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+
+
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, name: str, capability: tuple[int, int], arch_list: list[str]) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(arch_list))
+
+
+def test_a_p100_under_a_build_without_its_kernels_falls_back_to_the_cpu_with_one_line(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU128)
+    with caplog.at_level(logging.WARNING, logger="connectx_az.train"):
+        assert train.resolve_device("auto") == torch.device("cpu")
+    [record] = [r for r in caplog.records if r.name == "connectx_az.train"]
+    line = record.getMessage()
+    assert "\n" not in line
+    assert "Tesla P100-PCIE-16GB" in line and "6.0" in line and "GPU T4 x2" in line and "CPU instead" in line
+    with pytest.raises(config.ConfigError, match="compute capability 6.0.*use device auto or cpu"):
+        train.resolve_device("cuda")
+
+
+def test_a_p100_under_a_build_with_its_kernels_uses_the_gpu_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU121)
+    assert train.resolve_device("auto") == torch.device("cuda")
+    assert network.autocast_dtype("cuda") is None
+
+
+@pytest.mark.parametrize(("name", "capability", "dtype"), [
+    ("Tesla T4", (7, 5), torch.float16),
+    ("Tesla V100-SXM2-16GB", (7, 0), torch.float16),
+    ("NVIDIA A100-SXM4-40GB", (8, 0), torch.bfloat16),
+    ("NVIDIA L4", (8, 9), torch.bfloat16),
+    ("NVIDIA H100 80GB HBM3", (9, 0), torch.bfloat16),
+])
+def test_supported_gpus_get_cuda_and_the_fast_precision_for_their_capability(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        name: str, capability: tuple[int, int], dtype: torch.dtype) -> None:
+    fake_gpu(monkeypatch, name, capability, CU128)
+    with caplog.at_level(logging.WARNING):
+        assert train.resolve_device("auto") == torch.device("cuda")
+        assert train.resolve_device("cuda:0") == torch.device("cuda:0")
+    assert [r for r in caplog.records if r.name.startswith("connectx_az")] == []
+    assert network.autocast_dtype(torch.device("cuda"), "auto") is dtype
+    assert network.autocast_dtype("cuda", "float32") is None
+    assert network.autocast_dtype("cuda", "float16") is torch.float16
+    assert network.autocast_dtype("cuda", "bfloat16") is torch.bfloat16
+
+
+def test_no_gpu_means_the_cpu_and_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert train.resolve_device("auto") == torch.device("cpu")
+    assert network.autocast_dtype("cpu") is None
+    assert network.autocast_dtype("cpu", "bfloat16") is torch.bfloat16  # asked for explicitly
+    with pytest.raises(config.ConfigError, match="sees no CUDA GPU"):
+        train.resolve_device("cuda")
+
+
+def test_bad_device_and_precision_names_are_one_line_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpu(monkeypatch, "Tesla T4", (7, 5), CU128)
+    with pytest.raises(config.ConfigError, match="unknown device 'gpu'"):
+        train.resolve_device("gpu")
+    with pytest.raises(config.ConfigError, match="no CUDA device 3"):
+        train.resolve_device("cuda:3")
+    with pytest.raises(ValueError, match="precision must be one of auto, float32, float16, bfloat16"):
+        network.autocast_dtype("cuda", "fp8")
+    with pytest.raises(config.ConfigError, match="precision must be one of"):
+        config.make_config("smoke", overrides=["precision=half"])
+    assert config.make_config("gpu", overrides=["precision=float16"]).precision == "float16"
+
+
+@pytest.mark.parametrize(("arch_list", "capability", "covered"), [
+    (CU128, (6, 0), False),
+    (CU128, (6, 1), False),
+    (CU121, (6, 1), True),  # sm_60 machine code runs on 6.1
+    (["sm_80"], (8, 6), True),
+    (["sm_80"], (7, 5), False),
+    (["sm_80"], (9, 0), False),  # machine code does not cross a major version
+    (["sm_90a"], (9, 0), True),
+    (["sm_90a"], (10, 0), False),
+    (["compute_90"], (10, 0), True),  # PTX is compiled at load time for newer GPUs
+    (["compute_90"], (8, 9), False),
+    ([], (7, 5), False),
+])
+def test_arch_covers_follows_cuda_compatibility(arch_list: list[str], capability: tuple[int, int],
+                                                covered: bool) -> None:
+    assert train.arch_covers(arch_list, capability) is covered
+
+
+def test_the_evaluator_runs_in_reduced_precision_and_returns_float32(small_net) -> None:
+    obs = export.random_positions(64, np.random.default_rng(3))
+    logits32, value32 = network.TorchEvaluator(small_net, "cpu", "float32").evaluate(obs)
+    evaluator = network.TorchEvaluator(small_net, "cpu", "bfloat16")
+    assert evaluator.dtype is torch.bfloat16
+    logits16, value16 = evaluator.evaluate(obs)
+    assert logits16.dtype == np.float32 and value16.dtype == np.float32
+    assert np.abs(logits16 - logits32).max() < 0.1 and np.abs(value16 - value32).max() < 0.05
+    assert not np.array_equal(logits16, logits32)  # it did run in bfloat16
+
+
+def test_export_without_onnxruntime_checks_the_numpy_runtime_against_torch(
+        small_net, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kaggle's image has no onnxruntime: the notebook's export must still check the file."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real_find_spec(name, *a))
+    report = export.export_onnx(small_net, tmp_path / "net.onnx")
+    assert report.max_abs_diff is None
+    assert report.numpy_max_abs_diff is not None and report.numpy_max_abs_diff <= 1e-4
+    monkeypatch.setattr(export, "FP32_TOLERANCE", -1.0)
+    with pytest.raises(export.ExportError, match="numpy runtime differs from torch"):
+        export.export_onnx(small_net, tmp_path / "other.onnx")
+    assert not (tmp_path / "other.onnx").exists()
+
+
+def test_a_gpu_torch_cannot_use_is_refused_before_the_run_folder_is_written(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU128)
+    cfg = config.make_config("smoke", overrides=["device=cuda"])
+    with pytest.raises(config.ConfigError, match="compute capability 6.0"):
+        train.run(tmp_path / "run", cfg, progress=False)
+    assert not (tmp_path / "run").exists()

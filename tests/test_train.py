@@ -1,0 +1,106 @@
+"""Training runs: checkpoints, a run that survives kill -9, resuming and warm starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectx_az import config, replay
+from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bad_checkpoints_give_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(junk)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "connectx_az.cli", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+SMOKE = ["--preset", "smoke", "--quiet", "--set", "num_generations=4", "--set", "selfplay.num_games=48",
+         "--set", "eval_positions=5"]
+
+
+def test_training_resumes_after_kill_9_without_losing_or_repeating_a_generation(tmp_path: Path) -> None:
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    proc = subprocess.Popen(_cli("train", str(killed), *SMOKE), env=_env(), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Kill it in the middle of generation 1: after its self-play shard, before it is finished.
+    deadline = time.time() + 120
+    while not (killed / "replay" / "gen_000001.npz").exists():
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.time() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = load_checkpoint(killed / "checkpoint.pt")[1]["generation"] if (killed / "checkpoint.pt").exists() else 0
+    assert before <= 2
+    subprocess.run(_cli("train", "--resume", str(killed), "--quiet"), env=_env(), cwd=ROOT, check=True)
+    subprocess.run(_cli("train", str(clean), *SMOKE), env=_env(), cwd=ROOT, check=True)
+
+    rows = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [0, 1, 2, 3]
+    assert load_checkpoint(killed / "checkpoint.pt")[1]["generation"] == 4
+    # Seeded per generation: the interrupted run made exactly the games of the clean one.
+    for g in range(4):
+        with np.load(replay.shard_path(killed / "replay", g)) as a:
+            with np.load(replay.shard_path(clean / "replay", g)) as b:
+                np.testing.assert_array_equal(a["obs"], b["obs"])
+                np.testing.assert_array_equal(a["policy"], b["policy"])
+
+
+def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    from connectx_az import train
+
+    train.run(tmp_path / "run", cfg, progress=False)
+    with pytest.raises(config.ConfigError, match="already holds a run"):
+        train.run(tmp_path / "run", cfg, progress=False)
+
+
+def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
+    from connectx_az import train
+    from connectx_az.network import save_checkpoint
+
+    other = tmp_path / "other.pt"
+    save_checkpoint(other, PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)))
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    with pytest.raises(CheckpointError, match="holds a 2x8 network"):
+        train.run(tmp_path / "run", cfg, init_model=other, progress=False)
+
+
+def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Path) -> None:
+    from connectx_az import train
+
+    run_dir = tmp_path / "run"
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    train.run(run_dir, cfg, progress=False)
+    longer = config.override(config.load_config(run_dir), ["num_generations=2", "train.lr_schedule=cosine"])
+    train.run(run_dir, longer, resume=True, progress=False)
+    assert config.load_config(run_dir) == longer
+    rows = train.read_metrics(run_dir)
+    assert [r["generation"] for r in rows] == [0, 1]
+    assert rows[1]["lr"] == pytest.approx(longer.train.lr_min)
+    wider = config.override(longer, ["num_generations=3", "net.num_filters=32"])
+    with pytest.raises(config.ConfigError, match="keeps its network"):
+        train.run(run_dir, wider, resume=True, progress=False)
+    assert config.load_config(run_dir) == longer
