@@ -117,11 +117,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
-    if args.onnxruntime:
-        if hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    else:
-        _kaggle_like_process()
+    _kaggle_like_process(args.runtime)
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
                                     replay_dir=args.replays, act_timeout=args.act_timeout,
@@ -132,13 +128,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps({"results": rows}))
     else:
         print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
-              f"{'bank s':>8}  {'backend':<12}other statuses")
+              f"{'bank s':>8}{'first s':>9}  {'backend':<9}{'solver':<8}other statuses")
         for r in rows:
             print(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
                   f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
-                  f"  {','.join(r['backends']):<12}{','.join(r['bad_statuses']) or '-'}")
-        print("seat 1 moves first; times are per move of the submission (one core); "
-              "bank s: most of the 60 s overage bank used in one game")
+                  f"{r['max_first_move_bank_s']:>9.2f}  {','.join(r['backends']):<9}{','.join(r['solvers']):<8}"
+                  f"{','.join(r['bad_statuses']) or '-'}")
+        print("seat 1 moves first; times are per move of the submission (one core); bank s: most of the 60 s "
+              f"overage bank used in one game, first s: by a game's first move; runtime {args.runtime}")
         print(f"replays: {args.replays}")
     for r in rows:
         bad += r["losses"] + len(r["bad_statuses"])
@@ -152,12 +149,13 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     if args.submission:
         if not Path(args.submission).is_file():
             raise UserError(f"{args.submission} not found; run `make submission` first")
-        _kaggle_like_process()
+        _kaggle_like_process(args.runtime)
         with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
             results = pons.submission_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
                                                     on_position=lambda: bar.update(1))
-        table[f"submission@{args.act_timeout:g}s"] = results
+        label = f"submission@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
+        table[label + ("" if args.runtime == "numpy" else f"/{args.runtime}")] = results
     else:
         from connectx_az.export import OnnxRuntimeEvaluator
 
@@ -209,17 +207,30 @@ def _progress(total: int, unit: str) -> Any:
     return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=unit, leave=False)
 
 
-def _kaggle_like_process() -> None:
-    """Make this process look like Kaggle's agent sandbox: one core, no onnxruntime.
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    from connectx_az.kaggle_io import RUNTIMES
 
-    Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process.
+    parser.add_argument("--runtime", choices=list(RUNTIMES), default="numpy",
+                        help="what the agent may import: numpy (default; onnxruntime, torch and numba blocked: "
+                             "the worst case), kaggle (onnxruntime blocked: numba and torch as Kaggle's image most "
+                             "likely has them), full (everything installed here)")
+
+
+def _kaggle_like_process(runtime: str) -> None:
+    """Make this process look like Kaggle's agent sandbox: one core, and ``runtime``'s packages blocked.
+
+    Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process,
+    before anything imports the blocked packages.
     """
     from connectx_az import kaggle_io
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    sys.modules.pop("onnxruntime", None)
-    exec(kaggle_io.sandbox_prelude(("onnxruntime",)), {})
+    blocked = kaggle_io.runtime_blocked(runtime)
+    for name in [n for n in sys.modules if n.split(".")[0] in blocked]:
+        sys.modules.pop(name)
+    if blocked:
+        exec(kaggle_io.sandbox_prelude(blocked), {})
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -406,8 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
     p.add_argument("--act-timeout", type=float,
                    help="seconds a move instead of Kaggle's 2 (the bank scales with it): quick checks only")
-    p.add_argument("--onnxruntime", action="store_true",
-                   help="let the agent use onnxruntime (default: blocked, numpy backend, as on Kaggle)")
+    _add_runtime(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 
@@ -419,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--submission", help="grade this built submission.py under the Kaggle clock instead "
                    "(one core, numpy backend, loaded afresh per position)")
     e.add_argument("--act-timeout", type=float, default=2.0, help="seconds a move for --submission")
+    _add_runtime(e)
     e.add_argument("--bank", type=float, default=0.0,
                    help="overage bank the agent sees for --submission (default 0: the plain 2 s a move)")
     e.add_argument("--limit", type=int, help="positions per set (default: all)")

@@ -19,6 +19,7 @@ import numpy as np
 
 from connectx_az import game
 from connectx_az.kaggle_sandbox import exec_submission, kaggle_dicts
+from connectx_az.solver_numba import forget_compiled
 
 #: default seconds a move (Kaggle's ``actTimeout``) and overage bank per second of it (60 s at 2 s)
 ACT_TIMEOUT = 2.0
@@ -49,7 +50,20 @@ def kaggle_inputs(position: int, mask: int, *, act_timeout: float = ACT_TIMEOUT,
     return _Struct(observation), _Struct(configuration)
 
 
-KAGGLE_BLOCKED = ("connectx_az", "onnxruntime", "torch")
+#: the optional packages each runtime hides from the agent.  ``numpy``: the worst case, numpy alone;
+#: ``kaggle``: what Kaggle's agent image most likely has (numba and torch, no onnxruntime); ``full``:
+#: whatever this machine has.
+RUNTIMES = {"numpy": ("onnxruntime", "torch", "numba"), "kaggle": ("onnxruntime",), "full": ()}
+#: what a child script imitating Kaggle's sandbox blocks by default: the package and the numpy runtime's list
+KAGGLE_BLOCKED = ("connectx_az", *RUNTIMES["numpy"])
+
+
+def runtime_blocked(runtime: str) -> tuple[str, ...]:
+    """The packages ``runtime`` (a key of ``RUNTIMES``) blocks; ``ValueError`` names the choices."""
+    try:
+        return RUNTIMES[runtime]
+    except KeyError:
+        raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}") from None
 
 
 def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
@@ -86,6 +100,11 @@ def _submission_backend(namespace: dict[str, Any]) -> str:
     return str(getattr(namespace.get("_agent"), "backend", "") or "unknown")
 
 
+def _submission_solver(namespace: dict[str, Any]) -> str:
+    """The exact solver the agent of an executed submission played with (``numba``, ``python``)."""
+    return str(getattr(namespace.get("_agent"), "solver_kind", "") or "unknown")
+
+
 @dataclass
 class SeatResult:
     """Games of the submission against one opponent from one seat (1 = moves first)."""
@@ -98,7 +117,9 @@ class SeatResult:
     bad_statuses: list[str] = field(default_factory=list)
     move_seconds: list[float] = field(default_factory=list)
     bank_used: list[float] = field(default_factory=list)  # seconds over actTimeout, per game
+    first_move_bank: list[float] = field(default_factory=list)  # of which the game's first move, per game
     backends: set[str] = field(default_factory=set)  # inference backends the agent reported
+    solvers: set[str] = field(default_factory=set)  # exact solvers the agent reported
 
     @property
     def num_games(self) -> int:
@@ -110,7 +131,8 @@ class SeatResult:
                 "losses": self.losses, "bad_statuses": self.bad_statuses,
                 "mean_move_s": round(float(np.mean(times)), 4), "max_move_s": round(float(np.max(times)), 4),
                 "max_bank_used_s": round(max(self.bank_used, default=0.0), 3),
-                "backends": sorted(self.backends)}
+                "max_first_move_bank_s": round(max(self.first_move_bank, default=0.0), 3),
+                "backends": sorted(self.backends), "solvers": sorted(self.solvers)}
 
 
 def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", "negamax"), games: int = 20,
@@ -118,7 +140,10 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
              on_game: Callable[[SeatResult], None] | None = None) -> list[SeatResult]:
     """Play ``games`` games per opponent and seat through kaggle-environments.
 
-    The submission file is executed afresh for every game, as on Kaggle.
+    The submission file is executed afresh for every game, as on Kaggle, and
+    what the process compiled for an earlier game is forgotten first
+    (``solver_numba.forget_compiled``), so every game's first move pays for
+    its own compile where numba imports.
     ``act_timeout`` overrides Kaggle's 2 s a move and scales the 60 s bank the
     agent sees by the same factor (quick checks).  Saves the last
     game against each opponent and seat as an HTML replay in ``replay_dir``.
@@ -131,15 +156,19 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
         for seat in (1, 2):
             result = SeatResult(opponent, seat)
             for _ in range(games):
+                forget_compiled()  # every game pays for its own compile, as in a fresh process: the worst case
                 agent, namespace = exec_submission(str(submission))
-                excess = [0.0]
+                excess, first = [0.0], [None]  # bank used: in all, by the first move
 
-                def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess) -> Any:
+                def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess,
+                          first: list[Any] = first) -> Any:
                     if act_timeout is not None:  # a scaled clock: the bank shrinks with the move time
                         obs = {**obs, "remainingOverageTime": obs["remainingOverageTime"] * act_timeout / 2.0}
                     start = time.perf_counter()
                     move = agent(obs, cfg)
                     seconds = time.perf_counter() - start
+                    if first[0] is None:
+                        first[0] = max(0.0, seconds - cfg["actTimeout"])
                     result.move_seconds.append(seconds)
                     excess[0] += max(0.0, seconds - cfg["actTimeout"])
                     return move
@@ -148,7 +177,9 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
                 result.bank_used.append(excess[0])
+                result.first_move_bank.append(first[0] or 0.0)
                 result.backends.add(_submission_backend(namespace))
+                result.solvers.add(_submission_solver(namespace))
                 final = steps[-1][seat - 1]
                 if final.status in BAD_STATUSES or final.reward is None:
                     result.bad_statuses.append(str(final.status))

@@ -185,10 +185,16 @@ def submission_mistake_rates(submission: str | Path, *, limit: int | None = None
     """Pons grades of a built ``submission.py`` under the Kaggle clock.
 
     The file is executed afresh for every position (as Kaggle loads it for every
-    game), so each answer pays the load and decode time of a first move.  Run it
-    in a process pinned to one core, with onnxruntime blocked, to measure what
-    Kaggle's numpy backend does (``connectx-az eval pons --submission`` does).
+    game), so each answer pays the load and decode time of a first move, and
+    ``overage`` is the bank it sees.  Before the first position the process plays
+    a game's first move (the empty board, the full bank), as a real game has by
+    the time such a position comes up; what lasts of it is the solver kernel
+    numba compiled, which later executions of the file in the process find
+    (``solver_numba``).  Run it in a process pinned to one core with what
+    Kaggle lacks blocked (``connectx-az eval pons --submission --runtime``).
     """
+    obs, cfg = kaggle_io.kaggle_inputs(0, 0, act_timeout=act_timeout)
+    kaggle_io.load_submission(submission)(obs, cfg)
 
     def choose(positions: list[tuple[int, int]]) -> list[int]:
         cols = []

@@ -42,6 +42,9 @@ Begin-Medium, for a few operations a node.
 
 from __future__ import annotations
 
+import hashlib
+import marshal
+import sys
 import threading
 import time
 import types
@@ -296,14 +299,48 @@ _COMPILE_LOCK = threading.Lock()
 #: seconds the compile took in this process (``None`` until it ran)
 compile_seconds: float | None = None
 
+#: name of the module in ``sys.modules`` that keeps compiled kernels for the whole process
+KERNEL_CACHE_MODULE = "connectx_az_kernels"
+# The kernel's identity: its code, its helper's, and the board it was built for.  Two copies of this
+# module (the package's, a submission's) share a compiled kernel only if these match.
+_KERNEL_KEY = hashlib.sha256(marshal.dumps(
+    (_negamax_kernel.__code__, _winning_cells.__code__, _SIGNATURE, game.ROWS, game.COLS))).hexdigest()
+
+
+def _process_cache() -> dict:
+    """Compiled kernels kept for the process by ``_KERNEL_KEY``, shared by every copy of this module.
+
+    Kaggle executes ``submission.py`` again for every game, which makes a fresh
+    copy of this module: a process that plays several games then compiles once.
+    ``forget_compiled`` empties it (a fresh process's first move).
+    """
+    cache = sys.modules.get(KERNEL_CACHE_MODULE)
+    if cache is None:
+        cache = sys.modules[KERNEL_CACHE_MODULE] = types.ModuleType(KERNEL_CACHE_MODULE)
+    return cache.__dict__.setdefault("kernels", {})
+
+
+def forget_compiled() -> None:
+    """Drop the process's compiled kernels (any module copy made afterwards compiles again)."""
+    sys.modules.pop(KERNEL_CACHE_MODULE, None)
+
+
+def cached_kernel() -> Callable | None:
+    """The compiled kernel if this module or an earlier copy in the process compiled it; never compiles."""
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _process_cache().get(_KERNEL_KEY)
+    return _KERNEL
+
 
 def compile_kernel() -> Callable | None:
     """The compiled ``_negamax_kernel``, compiled on the first call of the process; ``None`` if numba is
     missing or its compile fails (``kernel_error()`` says why).  No cache on disk: Kaggle's file system is
-    read-only.  Thread-safe: a second caller waits for the first compile."""
+    read-only; the process keeps it (``cached_kernel``).  Thread-safe: a second caller waits for the first
+    compile."""
     global _KERNEL, _KERNEL_ERROR, compile_seconds
     with _COMPILE_LOCK:
-        if _KERNEL is not None or _KERNEL_ERROR is not None:
+        if cached_kernel() is not None or _KERNEL_ERROR is not None:
             return _KERNEL
         start = time.perf_counter()
         try:
@@ -320,7 +357,7 @@ def compile_kernel() -> Callable | None:
             return None
         finally:
             compile_seconds = time.perf_counter() - start
-        _KERNEL = kernel
+        _KERNEL = _process_cache()[_KERNEL_KEY] = kernel
         return _KERNEL
 
 
@@ -401,7 +438,7 @@ def make_solver(*, table_size: int | None = None, wait: bool = True) -> solver.S
     ``wait=False`` a compile running in another thread is not waited for (the
     pure-Python solver is returned meanwhile; ask again on a later move).
     """
-    kernel = _KERNEL
+    kernel = cached_kernel()
     if kernel is None and (wait or not _COMPILE_LOCK.locked()):
         kernel = compile_kernel()
     sizes = {} if table_size is None else {"table_size": table_size}

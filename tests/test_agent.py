@@ -286,3 +286,120 @@ def test_the_fallback_needs_only_the_standard_library():
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+# ---------------------------------------------------------------------------
+# the compiled solver: when the agent compiles it, what it costs the clock, and its share of a move
+
+
+@pytest.fixture
+def compile_counter(monkeypatch):
+    """No kernel cached in this process; ``compile_kernel`` counted, slowed by 0.2 s, and real where numba is."""
+    from connectx_az import solver_numba
+
+    calls = []
+    real = solver_numba.compile_kernel
+
+    def slow_compile():
+        calls.append(1)
+        import time
+        time.sleep(0.2)
+        return real()
+
+    monkeypatch.setattr(solver_numba, "cached_kernel", lambda: None)
+    monkeypatch.setattr(solver_numba, "compile_kernel", slow_compile)
+    return calls
+
+
+def test_the_first_move_compiles_the_solver_and_charges_the_bank(with_model, compile_counter):
+    pytest.importorskip("numba")
+    act, bank = 0.3, 60.0
+    move = with_model(_obs(".......\n" * 6, remainingOverageTime=bank), {**FAST, "actTimeout": act})
+    info = with_model.info
+    assert game.is_legal(0, move) and info["source"] == "search"
+    assert compile_counter == [1] and with_model.solver_kind == "numba" == info["solver"]
+    spent = info["compile_seconds"]
+    assert spent >= 0.2 and with_model.compile_seconds == spent
+    # the move proper is budgeted from the bank less the compile, on top of the compile
+    assert info["budget"] == pytest.approx(spent + template.move_budget(act, bank - spent, 42), abs=1e-9)
+    # once a game: the next move neither compiles nor charges anything
+    position, mask = game.play(*game.play(0, 0, move), 0)
+    obs = {"board": game.to_kaggle(position, mask, 1), "mark": 1, "remainingOverageTime": bank}
+    with_model(obs, {**FAST, "actTimeout": act})
+    assert compile_counter == [1] and "compile_seconds" not in with_model.info
+    assert with_model.info["budget"] == pytest.approx(template.move_budget(act, bank, 40))
+
+
+@pytest.mark.parametrize("case", ["small bank", "switched off", "compile fails"])
+def test_without_a_compile_the_game_gets_the_python_solver(with_model, compile_counter, monkeypatch, case):
+    from connectx_az import solver_numba
+
+    bank = 60.0
+    if case == "small bank":
+        bank = template.CONFIG.compile_min_bank - 1
+    elif case == "switched off":
+        with_model.config = replace(with_model.config, compile_solver=False)
+    else:
+        monkeypatch.setattr(solver_numba, "compile_kernel", lambda: compile_counter.append(1) or None)
+    move = with_model(_obs(".......\n" * 6, remainingOverageTime=bank), FAST)
+    assert game.is_legal(0, move) and with_model.last_error == ""
+    assert with_model.solver_kind == "python" == with_model.info["solver"]
+    assert type(with_model.solver) is template.solver.Solver
+    assert compile_counter == ([1] if case == "compile fails" else [])
+
+
+def test_a_compile_that_raises_costs_nothing_but_the_compiled_solver(with_model, compile_counter, monkeypatch):
+    from connectx_az import solver_numba
+
+    def broken():
+        raise MemoryError("LLVM ran out")
+
+    monkeypatch.setattr(solver_numba, "compile_kernel", broken)
+    move = with_model(_obs(".......\n" * 6, remainingOverageTime=60.0), FAST)
+    assert game.is_legal(0, move) and with_model.info["source"] == "search"
+    assert with_model.solver_kind == "python" and "LLVM ran out" in with_model.last_error
+
+
+def test_only_a_compiled_solver_fast_enough_for_the_position_draws_on_the_bank(with_model):
+    from connectx_az import solver_numba
+
+    config = template.CONFIG
+    agent = with_model
+    agent.solver, agent.solver_kind = solver_numba.CompiledSolver(lambda *a: 0), "numba"
+    extra = config.solver_extra_seconds
+    assert extra > 0
+    deepest, typical = config.solver_nodes[-1]
+    agent.solver.rate = 10 * typical  # covers the typical proof at every listed depth within 0.1 s
+    own, got = agent._solver_seconds(deepest, 1.0, 60.0)
+    assert own == pytest.approx(next(s for limit, s in config.compiled_schedule if deepest <= limit))
+    assert got == extra
+    # the bank share caps it, and a bank at the reserve gives nothing
+    assert agent._solver_seconds(deepest, 1.0, config.solver_bank_reserve + 2.0)[1] == pytest.approx(
+        min(extra, config.solver_bank_share * 2.0))
+    assert agent._solver_seconds(deepest, 1.0, config.solver_bank_reserve)[1] == 0.0
+    # too slow for the typical proof at this depth, or deeper than the list: the move's own share only
+    agent.solver.rate = typical / (2 * (1.0 + extra))
+    assert agent._solver_seconds(deepest, 1.0, 60.0)[1] == 0.0
+    agent.solver.rate = 1e12
+    assert agent._solver_seconds(deepest + 1, 1.0, 60.0)[1] == 0.0
+    # the pure-Python solver never draws on the bank, and keeps its own schedule
+    agent.solver, agent.solver_kind = template.solver.Solver(), "python"
+    for empty, share in config.solver_schedule:
+        assert agent._solver_seconds(empty, 1.0, 60.0) == (pytest.approx(share), 0.0)
+    assert agent._solver_seconds(config.solver_schedule[-1][0] + 1, 1.0, 60.0) == (0.0, 0.0)
+
+
+def test_the_compiled_solver_plays_a_proven_opening_move(with_model):
+    from connectx_az import solver_numba
+
+    pytest.importorskip("numba")
+    assert solver_numba.compile_kernel() is not None
+    # a Begin-Medium position won or drawn for the side to move: the compiled solver proves it, no search
+    from connectx_az import pons
+
+    p = next(p for p in pons.load_set("Begin-Medium", limit=20) if p.result >= 0)
+    position, mask = pons.position_of(p)
+    obs, _ = kaggle_io.kaggle_inputs(position, mask, overage=60.0)
+    move = with_model(obs, {**FAST, "actTimeout": 2.0})
+    assert with_model.solver_kind == "numba" and with_model.info["source"] == "solver"
+    assert move in p.best_cols or not pons.is_mistake(p, move)

@@ -107,6 +107,17 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
     assert json.loads(result.stdout)["submission@0.5s"]["End-Easy"]["n"] == 3
 
 
+def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> None:
+    pytest.importorskip("numba")
+    assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
+    result = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--sets", "Begin-Medium",
+                  "--limit", "2", "--runtime", "kaggle", "--bank", "30", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["submission@2s+30s/kaggle"]["Begin-Medium"]["n"] == 2
+    bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
+    assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
+
+
 def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_path: Path) -> None:
     import json
 

@@ -4,7 +4,9 @@ Kaggle gives each move ``actTimeout`` seconds free and takes any excess from an
 overage bank of 30 ``actTimeout`` per game (2 s and 60 s); a move whose excess is
 more than the bank holds is a TIMEOUT and loses.  Loading the file and decoding
 the model count against the first move.  These tests run the built file in a
-fresh interpreter (package, onnxruntime and torch blocked) pinned to one core,
+fresh interpreter pinned to one core, in the ``numpy`` runtime (package,
+onnxruntime, torch and numba blocked) or the ``kaggle`` one (numba and torch
+importable, so the solver compiles on the first move),
 while a busy-loop process pinned to the same core takes about half of it, with
 the clock scaled down so that many games fit in a few seconds.  The runner keeps
 Kaggle's books itself: wall time per call, the first call of each game charged
@@ -36,9 +38,9 @@ HOG_SECONDS = 120
 pytestmark = [pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity"),
               pytest.mark.timing]
 
-# Shared by both runners: pin to one core, block what Kaggle lacks, import numpy (Kaggle's harness
+# Shared by both runners: pin to one core, block what the runtime lacks, import numpy (Kaggle's harness
 # has it loaded before it executes the file), and execute the file Kaggle's way.
-_PRELUDE = kaggle_io.sandbox_prelude() + '''
+_PRELUDE = '''
 import json, os, sys, time
 
 os.sched_setaffinity(0, {int(sys.argv[1])})
@@ -51,9 +53,15 @@ def load(submission):
     return agent, env, time.perf_counter() - start
 '''
 
+
+def _script(body: str, runtime: str) -> str:
+    """A runner for ``runtime`` (a key of ``kaggle_io.RUNTIMES``): the package and what the runtime lacks blocked."""
+    return kaggle_io.sandbox_prelude(("connectx_az", *kaggle_io.RUNTIMES[runtime])) + _PRELUDE + body
+
 # argv: cpu, submission, act_timeout, bank, number of games, seed, scale of the agent's own clock
-# constants (1: as shipped).  Prints one JSON line.
-_GAMES = _PRELUDE + textwrap.dedent('''
+# constants (1: as shipped), "warm" to compile the solver before the games (the process cache keeps it:
+# a scaled bank is too small to pay for a compile).  Prints one JSON line.
+_GAMES = textwrap.dedent('''
     import dataclasses
     import random
 
@@ -89,6 +97,8 @@ _GAMES = _PRELUDE + textwrap.dedent('''
 
     submission, act_timeout, bank0, num_games, seed, scale = (
         sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]))
+    if sys.argv[8] == "warm":
+        assert load(submission)[1]["_MODULES"]["solver_numba"].compile_kernel() is not None
     rng = random.Random(seed)
     games = []
     for g in range(num_games):
@@ -99,7 +109,9 @@ _GAMES = _PRELUDE + textwrap.dedent('''
             c = player.config
             player.config = dataclasses.replace(
                 c, safety_seconds=c.safety_seconds * scale, overage_reserve=c.overage_reserve * scale,
-                max_extra_seconds=c.max_extra_seconds * scale, default_act_timeout=c.default_act_timeout * scale)
+                max_extra_seconds=c.max_extra_seconds * scale, default_act_timeout=c.default_act_timeout * scale,
+                compile_min_bank=c.compile_min_bank * scale, solver_extra_seconds=c.solver_extra_seconds * scale,
+                solver_bank_reserve=c.solver_bank_reserve * scale)
         board, bank, mark, moves, result = [0] * (ROWS * COLS), bank0, 1, [], None
         for step in range(ROWS * COLS):
             if mark == seat:
@@ -111,7 +123,8 @@ _GAMES = _PRELUDE + textwrap.dedent('''
                 excess = max(0.0, seconds - act_timeout)
                 record = {"step": step, "type": type(move).__name__, "move": repr(move),
                           "seconds": seconds, "budget": info.get("budget"), "source": info.get("source"),
-                          "simulations": int(info.get("simulations", 0)), "backend": info.get("backend")}
+                          "simulations": int(info.get("simulations", 0)), "backend": info.get("backend"),
+                          "solver": info.get("solver")}
                 moves.append(record)
                 if excess > bank:  # Kaggle's rule: the move overdrew the bank
                     result = "TIMEOUT"
@@ -135,7 +148,7 @@ _GAMES = _PRELUDE + textwrap.dedent('''
 ''')
 
 # argv: cpu, submission, act_timeout, bank.  Prints one JSON line.
-_FIRST_MOVE = _PRELUDE + textwrap.dedent('''
+_FIRST_MOVE = textwrap.dedent('''
     submission, act_timeout, bank = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     agent, env, exec_seconds = load(submission)
     observation, configuration = kaggle_dicts([0] * 42, 1, 0, bank, act_timeout)
@@ -186,18 +199,25 @@ def _run(script: str, args: list[object], tmp_path: Path, timeout: float) -> obj
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("agent_clock", ["shipped", "scaled"])
-def test_many_games_on_a_shared_core_never_time_out(agent_clock, submission, cpu_hog, tmp_path):
+@pytest.mark.parametrize("runtime, agent_clock", [("numpy", "shipped"), ("numpy", "scaled"), ("kaggle", "scaled")])
+def test_many_games_on_a_shared_core_never_time_out(runtime, agent_clock, submission, cpu_hog, tmp_path):
     """Six whole games at a clock of 0.25 s a move and a 7.5 s bank, sharing one core with a busy loop.
 
     ``shipped``: the agent's clock constants as built (its fixed safety margin
     then keeps every move inside ``actTimeout``); ``scaled``: those constants
     shrink with the clock too, so the agent draws on its bank as it does at 2 s.
+    In the ``kaggle`` runtime the solver is compiled before the games (the
+    first-move test below pays for a compile on the real clock), so the games
+    run the compiled solver, with its draws on the bank.
     """
+    if runtime == "kaggle":
+        pytest.importorskip("numba")
     act_timeout, num_games = 0.25, 6
     bank = BANK_PER_ACT_SECOND * act_timeout
     scale = 1.0 if agent_clock == "shipped" else act_timeout / template.CONFIG.default_act_timeout
-    games = _run(_GAMES, [submission, act_timeout, bank, num_games, 7, scale], tmp_path, timeout=HOG_SECONDS - 10)
+    warm = "warm" if runtime == "kaggle" else "cold"
+    games = _run(_script(_GAMES, runtime), [submission, act_timeout, bank, num_games, 7, scale, warm], tmp_path,
+                 timeout=HOG_SECONDS - 10)
     assert cpu_hog.poll() is None, "the competing process stopped before the games ended"
 
     assert len(games) == num_games
@@ -210,6 +230,10 @@ def test_many_games_on_a_shared_core_never_time_out(agent_clock, submission, cpu
     # the games exercised the clock: the numpy backend searched under a deadline, several times a game
     assert {m["backend"] for m in moves} == {"numpy"}
     assert sum(m["source"] == "search" and m["simulations"] > 0 for m in moves) >= 3 * num_games
+    solvers = {m["solver"] for m in moves} - {None}
+    assert solvers == ({"numba"} if runtime == "kaggle" else {"python"}), solvers
+    if runtime == "kaggle":
+        assert sum(m["source"] == "solver" for m in moves) >= num_games
     if agent_clock == "scaled":
         assert min(m["bank"] for m in moves) < bank - act_timeout, "the bank was never used"
     # The agent keeps to its own budget (Kaggle's rule above is the hard line; this is the margin): the
@@ -237,7 +261,7 @@ def test_first_move_with_exec_and_decode_stays_within_budget(which, submission, 
     # So the move is tried up to three times in fresh processes and one must keep the budget.
     results = []
     for _ in range(3):
-        result = _run(_FIRST_MOVE, [submission, act_timeout, bank], tmp_path, timeout=60)
+        result = _run(_script(_FIRST_MOVE, "numpy"), [submission, act_timeout, bank], tmp_path, timeout=60)
         assert cpu_hog.poll() is None
         assert result["type"] == "int" and result["backend"] == "numpy", result
         assert result["info"]["source"] == "search" and result["info"]["simulations"] > 0, result
@@ -245,3 +269,22 @@ def test_first_move_with_exec_and_decode_stays_within_budget(which, submission, 
         if result["exec_seconds"] + result["call_seconds"] <= budget + 0.05:
             break
     assert min(r["exec_seconds"] + r["call_seconds"] for r in results) <= budget + 0.05, results
+
+
+def test_first_move_compiles_the_solver_inside_the_real_clock(cpu_hog, tmp_path):
+    """The ``kaggle`` runtime at Kaggle's own clock (2 s + 60 s), the shipped model, on a shared core: the first
+    move imports numba and compiles the solver, is no TIMEOUT, and leaves at least 40 s of the bank."""
+    pytest.importorskip("numba")
+    if not SHIPPED_MODEL.is_file():
+        pytest.skip("no shipped model")
+    submission = tmp_path / "submission.py"
+    builder.build_submission(SHIPPED_MODEL, submission)
+    act_timeout, bank = 2.0, 60.0
+    result = _run(_script(_FIRST_MOVE, "kaggle"), [submission, act_timeout, bank], tmp_path, timeout=120)
+    assert cpu_hog.poll() is None
+    info = result["info"]
+    assert result["type"] == "int" and info["solver"] == "numba" and info["compile_seconds"] > 0, result
+    used = max(0.0, result["exec_seconds"] + result["call_seconds"] - act_timeout)
+    assert used <= bank - 40.0, result
+    # the move kept to its own budget, the compile included (the margin covers a stall of the host)
+    assert result["exec_seconds"] + result["call_seconds"] <= info["budget"] + 0.5, result

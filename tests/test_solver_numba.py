@@ -34,9 +34,10 @@ def kernel() -> Callable:
 
 @pytest.fixture
 def fresh_compile(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forget this process's compiled kernel (restored after the test)."""
+    """Forget this process's compiled kernel, the process-wide cache included (restored after the test)."""
     monkeypatch.setattr(solver_numba, "_KERNEL", None)
     monkeypatch.setattr(solver_numba, "_KERNEL_ERROR", None)
+    monkeypatch.delitem(sys.modules, solver_numba.KERNEL_CACHE_MODULE, raising=False)
 
 
 def test_top_level_imports_are_numpy_stdlib_and_pasted_modules() -> None:
@@ -99,6 +100,31 @@ def test_pastes_into_a_submission_and_solves() -> None:
         for p in pons.load_set("Middle-Easy", limit=3):
             col, score = pasted.best_move(*pons.position_of(p))
             assert score == p.score and col in p.best_cols
+    finally:
+        for name in names:
+            sys.modules.pop(f"connectx_az_submission.{name}", None)
+
+
+def test_a_later_copy_of_the_submission_finds_the_kernel_the_process_compiled(fresh_compile: None) -> None:
+    # Kaggle executes submission.py again for every game: each execution pastes fresh modules.
+    pytest.importorskip("numba")
+    from connectx_az.agent import builder
+
+    names = ("game", "solver", "solver_numba")
+    sources = [(name, (SOURCE.parent / f"{name}.py").read_text()) for name in names]
+    load = builder._loader_namespace()["_load_modules"]
+    try:
+        first = load(sources, set())["solver_numba"]
+        assert first.cached_kernel() is None
+        kernel = first.compile_kernel()
+        assert kernel is not None and first.compile_seconds > 0
+        second = load(sources, set())["solver_numba"]
+        assert second is not first and second.cached_kernel() is kernel and second.compile_seconds is None
+        assert isinstance(second.make_solver(), second.CompiledSolver)
+        second.forget_compiled()
+        assert load(sources, set())["solver_numba"].cached_kernel() is None
+        # the package's own module is another copy of the code (its own file name): not shared
+        assert solver_numba.cached_kernel() is None
     finally:
         for name in names:
             sys.modules.pop(f"connectx_az_submission.{name}", None)

@@ -5,7 +5,7 @@
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
 2. ``import`` lines (standard library only) and the base64 model with its sha256;
 3. each module's source **verbatim** as a raw string literal: ``game.py``,
-   ``mcts.py``, ``solver.py``, ``agent/onnx_numpy.py``, ``agent/fallback.py``,
+   ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``, ``agent/fallback.py``,
    ``agent/backends.py``, ``agent/template.py``, read from disk at build time,
    never from a hand-kept copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
@@ -18,12 +18,15 @@
    ``def agent(observation, configuration)`` calling it: Kaggle executes the
    file with an empty globals dict and takes the last callable it defines.
 
-If ``solver`` fails to load in the sandbox, the template runs without it; if
-the template itself fails, ``agent`` falls back to the most central open column.
-The builder refuses (``BuildError``, one line) a missing or corrupt model, a
-model that ``NumpyOnnxModel`` cannot run, sources that import anything beyond
-the standard library, numpy and (guarded) onnxruntime, an unwritable output
-folder, and a file over ``MAX_BYTES``.  Output is written atomically.
+If ``solver`` or ``solver_numba`` fails to load in the sandbox, the template
+runs without it (numba itself is imported only when the agent compiles the
+solver, and only where it imports); if the template itself fails, ``agent``
+falls back to the most central open column.  The builder refuses
+(``BuildError``, one line) a missing or corrupt model, a model that
+``NumpyOnnxModel`` cannot run, sources that import anything beyond the standard
+library, numpy and the guarded optional packages (``OPTIONAL_IMPORTS``), an
+unwritable output folder, and a file over ``MAX_BYTES``.  Output is written
+atomically.
 """
 
 from __future__ import annotations
@@ -47,15 +50,18 @@ MODULES = (
     ("game", "game.py"),
     ("mcts", "mcts.py"),
     ("solver", "solver.py"),
+    ("solver_numba", "solver_numba.py"),
     ("onnx_numpy", "agent/onnx_numpy.py"),
     ("fallback", "agent/fallback.py"),
     ("backends", "agent/backends.py"),
     ("template", "agent/template.py"),
 )
-OPTIONAL_MODULES = frozenset({"solver"})  # the agent plays on without these
+OPTIONAL_MODULES = frozenset({"solver", "solver_numba"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
-_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy", "onnxruntime"}
+#: packages the sources may import only inside a ``try`` (or a function whose caller handles the failure)
+OPTIONAL_IMPORTS = frozenset({"onnxruntime", "numba"})
+_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | OPTIONAL_IMPORTS
 
 
 class BuildError(RuntimeError):

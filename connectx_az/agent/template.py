@@ -1,8 +1,8 @@
 """The Kaggle ConnectX agent: MCTS over the embedded network, exact play near the end, a safety net.
 
 This is an ordinary module, imported and tested like any other; ``builder``
-pastes it verbatim (after ``game``, ``mcts``, ``solver``, ``onnx_numpy``,
-``fallback`` and ``backends``) into the single-file ``submission.py``, which
+pastes it verbatim (after ``game``, ``mcts``, ``solver``, ``solver_numba``,
+``onnx_numpy``, ``fallback`` and ``backends``) into the single-file ``submission.py``, which
 makes one ``Agent`` with the embedded model and ends with Kaggle's
 ``agent(observation, configuration)`` calling it.  Everything here is standard
 library plus numpy.
@@ -16,13 +16,21 @@ One move (``Agent.__call__``):
    column, computed on the raw board list for any size.
 2. Return at once when the move is forced: one legal column, a win now, or the
    single block of an immediate threat.
-3. Budget the move (``move_budget``): a safe share of ``actTimeout`` plus a
+3. On the first move that gets this far, compile the exact solver with numba
+   (``solver_numba``) if numba imports and the bank holds ``compile_min_bank``;
+   the compile is charged to the bank.  Otherwise (or if the compile fails) the
+   solver stays pure Python (``solver``) for the game.
+4. Budget the move (``move_budget``): a safe share of ``actTimeout`` plus a
    share of the overage bank that shrinks with the bank and can never drain it.
    The first move also pays for decoding the model and for executing the file.
-4. With up to 38 empty cells, ask the exact ``solver`` (weak mode: win, draw
-   or loss) for a move within a share of the budget that grows as the board
-   fills, and play it if it proves a win or a draw.
-5. Otherwise search: ``mcts.search`` with virtual-loss batches
+5. Ask the exact solver (weak mode: win, draw or loss) for a move within a
+   share of the budget that grows as the board fills (``solver_schedule`` for
+   the pure-Python solver, ``compiled_schedule`` for the compiled one), and play
+   it if it proves a win or a draw.  The compiled solver may also draw up to
+   ``solver_extra_seconds`` from the bank when its node rate, measured in this
+   game, covers the nodes a position with this many empty cells typically
+   needs (``solver_nodes``): the opening, where a proof pays most.
+6. Otherwise search: ``mcts.search`` with virtual-loss batches
    (``AgentConfig.search.num_parallel`` leaves per network call) until the
    deadline or a proven root, reusing the subtree of the previous move when the
    opponent's reply is found in it, and play ``mcts.best_cols``.
@@ -54,6 +62,10 @@ try:
     from connectx_az import solver
 except ImportError:
     solver = None
+try:
+    from connectx_az import solver_numba
+except ImportError:
+    solver_numba = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,10 +76,23 @@ class AgentConfig:
     safety_seconds`` plus ``overage_share * (bank - overage_reserve) / moves_left``
     (capped at ``max_extra_seconds``; ``moves_left`` is the own moves still to
     play, at least ``min_moves_left``).  ``solver_schedule`` lists
-    ``(max empty cells, share of the remaining budget)`` for the exact solver,
-    tightest first.  ``backends`` are tried in order; ``limit_blas_threads``
+    ``(max empty cells, share of the remaining budget)`` for the pure-Python
+    exact solver, tightest first; ``compiled_schedule`` the same for the solver
+    numba compiled.  ``backends`` are tried in order; ``limit_blas_threads``
     asks numpy's BLAS for one thread (tiny matmuls only lose from threads on a
     shared core).
+
+    The compiled solver: ``compile_solver`` switches it on; the compile (about
+    2.5 s on one core here, numba's import included) runs on the first move that
+    searches, only while the bank holds ``compile_min_bank``.  In a move it may
+    add ``min(solver_extra_seconds, solver_bank_share * (bank -
+    solver_bank_reserve))`` seconds from the bank to its share, when its
+    measured node rate times its time covers ``solver_nodes``: ``(max empty
+    cells, nodes)``, the median nodes of a weak proof of Pons' Begin positions
+    with that many empty cells, tightest first; none beyond the last entry
+    (measured with ``CompiledSolver.best_move(weak=True)`` from an empty table
+    on 807 positions: 300 Begin-Medium, 200 Begin-Easy, all 307 Begin-Hard; at
+    39 and 40 empty cells most took over 100 M nodes).
     """
 
     backends: tuple[str, ...] = backends.BACKENDS
@@ -84,6 +109,15 @@ class AgentConfig:
     default_act_timeout: float = 2.0
     solver_schedule: tuple[tuple[int, float], ...] = ((16, 0.9), (24, 0.7), (32, 0.5), (38, 0.25))
     solver_table_size: int = 1 << 20
+    compile_solver: bool = True
+    compile_min_bank: float = 20.0
+    compiled_schedule: tuple[tuple[int, float], ...] = ((24, 0.9), (32, 0.75), (38, 0.6), (40, 0.3))
+    compiled_table_size: int = 1 << 18
+    solver_extra_seconds: float = 4.0
+    solver_bank_share: float = 0.25
+    solver_bank_reserve: float = 20.0
+    solver_nodes: tuple[tuple[int, int], ...] = ((28, 20_000), (30, 100_000), (32, 200_000), (33, 600_000),
+                                                 (35, 2_000_000), (37, 20_000_000), (38, 40_000_000))
 
     def __post_init__(self) -> None:
         if not 0 < self.safe_share <= 1 or self.safety_seconds < 0:
@@ -92,8 +126,12 @@ class AgentConfig:
             raise ValueError("overage_share must be in [0, 1], overage_reserve >= 0, min_moves_left >= 1")
         if self.default_act_timeout <= 0 or self.tree_capacity < 2:
             raise ValueError("default_act_timeout must be > 0 and tree_capacity >= 2")
-        if any(not 0 <= share <= 1 for _, share in self.solver_schedule):
+        if any(not 0 <= share <= 1 for _, share in (*self.solver_schedule, *self.compiled_schedule)):
             raise ValueError("solver shares must be in [0, 1]")
+        if min(self.compile_min_bank, self.solver_extra_seconds, self.solver_bank_reserve) < 0 \
+                or not 0 <= self.solver_bank_share <= 1:
+            raise ValueError("compile_min_bank, solver_extra_seconds and solver_bank_reserve must be >= 0, "
+                             "solver_bank_share in [0, 1]")
         if any(b not in backends.BACKENDS for b in self.backends):
             raise ValueError(f"unknown backend in {self.backends}")
 
@@ -134,7 +172,9 @@ class Agent:
     ``load_seconds``), the search ``tree`` and ``last`` searched move, the
     ``solver`` and its table, the last search's ``nodes_per_second``, and for
     inspection ``last_error`` and ``info`` (what the last move did).  Call it
-    as Kaggle calls an agent.
+    as Kaggle calls an agent.  ``solver_kind`` says which solver the game got
+    (``"numba"``, ``"python"`` or ``""`` before the first search) and
+    ``compile_seconds`` what compiling it cost this game.
     """
 
     def __init__(self, config: AgentConfig = CONFIG, *, model_b64: str = "", model_sha256: str = "",
@@ -151,6 +191,8 @@ class Agent:
         self.tree: mcts.Tree | None = None
         self.last: tuple[int, int, int] | None = None  # (position, mask, col) of our last searched move
         self.solver = None
+        self.solver_kind = ""
+        self.compile_seconds = 0.0
         self.nodes_per_second = 0.0  # nodes the last search added per second (0: not measured yet)
         self.last_error = ""
         self.info: dict[str, object] = {}
@@ -195,28 +237,78 @@ class Agent:
         seconds = max(0.0, deadline - time.perf_counter())
         tree.ensure_capacity(int(2.0 * self.nodes_per_second * seconds))
 
-    def _solve(self, position: int, mask: int, num_empty: int, deadline: float) -> int | None:
-        """A column proven to win or to hold the draw, found within part of the time left, or None.
+    def _ensure_solver(self, overage: float) -> float:
+        """Make the game's solver on the first call that needs one; returns the seconds spent compiling.
+
+        A kernel compiled earlier in this process is used at no cost.  Otherwise
+        numba compiles it now if ``compile_solver`` and the bank holds
+        ``compile_min_bank`` (once: a failed or skipped compile leaves the game
+        to the pure-Python solver).  Any failure means the pure-Python solver.
+        """
+        if self.solver is not None or self.solver_kind:
+            return 0.0
+        config, start, kernel = self.config, time.perf_counter(), None
+        if solver_numba is not None and config.compile_solver:
+            try:
+                kernel = solver_numba.cached_kernel()
+                if kernel is None and overage >= config.compile_min_bank:
+                    kernel = solver_numba.compile_kernel()
+                if kernel is not None:
+                    self.solver = solver_numba.CompiledSolver(kernel, table_size=config.compiled_table_size)
+                    self.solver_kind = "numba"
+            except Exception as exc:  # never let the compile cost the move
+                self.last_error = f"solver compile: {type(exc).__name__}: {exc}"
+        if self.solver is None and solver is not None:
+            self.solver = solver.Solver(table_size=config.solver_table_size)
+            self.solver_kind = "python"
+        self.solver_kind = self.solver_kind or "none"
+        self.compile_seconds = time.perf_counter() - start
+        return self.compile_seconds
+
+    def _solver_seconds(self, num_empty: int, left: float, overage: float) -> tuple[float, float]:
+        """``(seconds of the move's own budget, seconds more from the bank)`` for the exact solver.
+
+        ``left`` is the move's budget still unspent, ``overage`` the bank.  The
+        bank adds time only for a solver whose node rate in this game (``rate``:
+        the compiled solver's) covers the typical proof at ``num_empty``.
+        """
+        config = self.config
+        compiled = self.solver_kind == "numba"
+        schedule = config.compiled_schedule if compiled else config.solver_schedule
+        own = left * next((s for limit, s in schedule if num_empty <= limit), 0.0)
+        if own <= 0:
+            return 0.0, 0.0
+        extra = min(config.solver_extra_seconds,
+                    config.solver_bank_share * max(0.0, overage - config.solver_bank_reserve))
+        typical = next((n for limit, n in config.solver_nodes if num_empty <= limit), None)
+        rate = float(getattr(self.solver, "rate", 0.0)) if compiled else 0.0
+        if extra <= 0 or typical is None or rate * (own + extra) < typical:
+            extra = 0.0
+        return own, extra
+
+    def _solve(self, position: int, mask: int, num_empty: int, deadline: float,
+               overage: float) -> tuple[int | None, float]:
+        """``(column, extra)``: a column proven to win or to hold the draw, or None, and the seconds
+        the solver was allowed beyond ``deadline`` (drawn from the bank; the search gets them if the
+        solver fails: it has used them).
 
         The solver is asked for the result only (weak mode: win, draw or loss),
         which is all a move needs and far cheaper than the exact score.  A lost
         position returns None: the search then picks the move that makes the
         opponent's task hardest.  The transposition table is kept between moves.
         """
-        if solver is None:
-            return None
-        config = self.config
-        share = next((s for limit, s in config.solver_schedule if num_empty <= limit), 0.0)
         now = time.perf_counter()
-        if share <= 0 or deadline - now < 0.02:
-            return None
-        if self.solver is None:
-            self.solver = solver.Solver(table_size=config.solver_table_size)
-        found = self.solver.best_move(position, mask, weak=True, deadline=now + share * (deadline - now))
+        if self.solver is None or deadline - now < 0.02:
+            return None, 0.0
+        own, extra = self._solver_seconds(num_empty, deadline - now, overage)
+        if own <= 0:
+            return None, 0.0
+        self.info["solver_seconds"] = own + extra
+        found = self.solver.best_move(position, mask, weak=True, deadline=now + own + extra)
         if found is None or found[1] < 0:
-            return None
+            return None, extra
         col = int(found[0])
-        return col if game.is_legal(mask, col) else None
+        return (col if game.is_legal(mask, col) else None), extra
 
     def choose_move(self, observation, configuration) -> int:
         """The move for one call; may raise on malformed input (``__call__`` catches everything)."""
@@ -265,22 +357,29 @@ class Agent:
         act_timeout = act_timeout if act_timeout > 0 else config.default_act_timeout
         overage = max(0.0, fb.as_float(fb.read_field(observation, "remainingOverageTime"), 0.0))
         num_empty = game.NUM_CELLS - game.num_stones(mask)
+        # A compile (once a game) is charged to the bank: the move proper then budgets what is left.
+        compiled = self._ensure_solver(overage)
+        overage = max(0.0, overage - compiled)
         budget = move_budget(act_timeout, overage, num_empty, config)
         if first_call:
             budget -= min(max(self.preload_seconds, 0.0), budget)
-        deadline = start + budget
-        info["budget"] = budget
+        deadline = start + compiled + budget
+        info["budget"] = compiled + budget
+        info["solver"] = self.solver_kind
+        if compiled > 0.01:
+            info["compile_seconds"] = compiled
 
         evaluator = self.load_model()
         info["backend"] = self.backend
         try:
-            col = self._solve(position, mask, num_empty, deadline)
+            col, extra = self._solve(position, mask, num_empty, deadline, overage)
         except Exception as exc:  # the solver is an optimisation; never let it lose the move
             self.last_error = f"solver: {type(exc).__name__}: {exc}"
-            col = None
+            col, extra = None, 0.0
         if col is not None:
             info["source"] = "solver"
             return col
+        deadline += extra
 
         tree, info["reused_tree"] = self._tree_for(position, mask)
         self._reserve_nodes(tree, deadline)
