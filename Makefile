@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 # A CPU build of torch (override, e.g. TORCH_SPEC="torch" for a CUDA machine).
 TORCH_SPEC ?= torch==2.13.0
 GAMES ?= 20
+# what the agent may import in `make validate`: numpy (numpy alone, the worst case), kaggle (numba and torch too)
+RUNTIME ?= numpy
 
 # onnx for the Kaggle dataset: versions with wheels for Kaggle's and Colab's Pythons that work with numpy 1.x and 2.x.
 ONNX_SPEC ?= onnx==1.17.0
@@ -53,7 +55,7 @@ test-slow: $(VENV)/.test
 
 validate: $(VENV)/.validate
 	@test -f build/submission.py || $(MAKE) submission
-	$(BIN)/connectx-az validate build/submission.py --games $(GAMES)
+	$(BIN)/connectx-az validate build/submission.py --games $(GAMES) --runtime $(RUNTIME)
 
 train-cpu: $(VENV)/.train
 	$(BIN)/connectx-az train runs/cpu --preset cpu

@@ -166,7 +166,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
             table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
                                                              limit=args.limit, sets=args.sets)
     rows = {mode: {r.name: {"n": r.num_positions, "mistake_rate": round(r.mistake_rate, 4),
-                            "strict_rate": round(r.strict_rate, 4)} for r in results}
+                            "strict_rate": round(r.strict_rate, 4), "mistakes": list(r.mistakes)} for r in results}
             for mode, results in table.items()}
     if args.json:
         print(json.dumps(rows))
@@ -179,6 +179,49 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     print("cells: mistake rate / strict mistake rate; positions per set: "
           + ", ".join(f"{n} {v['n']}" for n, v in next(iter(rows.values())).items()))
     return 0
+
+
+def cmd_eval_paired(args: argparse.Namespace) -> int:
+    from connectx_az import pons
+
+    (label_a, rows_a), (label_b, rows_b) = (_graded_mode(spec) for spec in (args.a, args.b))
+    try:
+        counts = pons.paired(rows_a, rows_b)
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"not the output of `eval pons --json` (missing {exc}); rerun it to record mistakes") from None
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not counts:
+        raise UserError(f"{label_a} and {label_b} share no set")
+    if args.json:
+        print(json.dumps(counts))
+        return 0
+    print(f"a: {label_a}\nb: {label_b}")
+    print(f"{'set':<15}{'n':>6}{'a wrong':>9}{'b wrong':>9}{'only a':>8}{'only b':>8}{'both':>6}")
+    for name, c in counts.items():
+        print(f"{name:<15}{c['n']:>6}{c['only_a'] + c['both']:>9}{c['only_b'] + c['both']:>9}"
+              f"{c['only_a']:>8}{c['only_b']:>8}{c['both']:>6}")
+    print("only a: positions a answers with a mistake and b does not (and the reverse for only b)")
+    return 0
+
+
+def _graded_mode(spec: str) -> tuple[str, dict]:
+    """``(label, rows)`` for ``FILE[:MODE]``: one mode of an ``eval pons --json`` output (MODE may be left out
+    when the file holds one)."""
+    path, _, mode = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
+    try:
+        table = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+    if not isinstance(table, dict) or not table:
+        raise UserError(f"{path} is not the output of `eval pons --json`")
+    if not mode:
+        if len(table) != 1:
+            raise UserError(f"{path} holds the modes {', '.join(table)}; pick one as {path}:MODE")
+        mode = next(iter(table))
+    if mode not in table:
+        raise UserError(f"{path} has no mode {mode!r}; it holds {', '.join(table)}")
+    return f"{path}:{mode}", table[mode]
 
 
 def _num_positions(sets: list[str] | None, limit: int | None) -> int:
@@ -437,6 +480,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"only these sets (default all: {', '.join(pons.SETS)})")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)
+    e = esub.add_parser("paired", help="paired counts of two `eval pons --json` gradings of the same positions")
+    e.add_argument("a", metavar="A", help="FILE[:MODE]: the output of `eval pons --json`, and which of its modes "
+                   "(e.g. arm.json:mcts800; may be left out when the file holds one)")
+    e.add_argument("b", metavar="B", help="the same for the other arm, graded on the same positions")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval_paired)
 
     p = sub.add_parser("arena", help="round robin of models, submissions and reference players, with Elo")
     p.add_argument("--model", nargs="*", default=[str(DEFAULT_MODEL)], metavar="PATH",

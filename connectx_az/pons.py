@@ -112,6 +112,7 @@ class SetResult:
     num_positions: int
     num_mistakes: int
     num_strict_mistakes: int
+    mistakes: tuple[int, ...] = ()  # indices (in the set's order) of the positions answered with a mistake
 
     @property
     def mistake_rate(self) -> float:
@@ -127,12 +128,33 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
     mismatch or an illegal column."""
     if len(positions) != len(cols):
         raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
+    mistakes = tuple(i for i, (p, c) in enumerate(zip(positions, cols, strict=True)) if is_mistake(p, c))
     return SetResult(
         name,
         len(positions),
-        sum(is_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
+        len(mistakes),
         sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
+        mistakes,
     )
+
+
+def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Paired counts of two gradings of the same positions, per set both graded.
+
+    ``a`` and ``b`` map a set's name to a row of ``eval pons --json`` (``n`` and
+    ``mistakes``, the indices of positions answered with a mistake; both must be
+    graded on the same first ``n`` positions).  Returns, per set, ``n``,
+    ``only_a`` (positions ``a`` gets wrong and ``b`` right), ``only_b`` and
+    ``both``.  Raises ``ValueError`` when the position counts differ.
+    """
+    out = {}
+    for name in [n for n in a if n in b]:
+        if a[name]["n"] != b[name]["n"]:
+            raise ValueError(f"{name}: {a[name]['n']} positions against {b[name]['n']}; grade the same positions")
+        wrong_a, wrong_b = set(a[name]["mistakes"]), set(b[name]["mistakes"])
+        out[name] = {"n": a[name]["n"], "only_a": len(wrong_a - wrong_b), "only_b": len(wrong_b - wrong_a),
+                     "both": len(wrong_a & wrong_b)}
+    return out
 
 
 # --------------------------------------------------------------------------- grading agents

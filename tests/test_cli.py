@@ -107,6 +107,30 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
     assert json.loads(result.stdout)["submission@0.5s"]["End-Easy"]["n"] == 3
 
 
+def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> None:
+    result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "30", "--sims", "2", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    graded = tmp_path / "graded.json"
+    graded.write_text(result.stdout)
+    rows = json.loads(result.stdout)
+    for mode in rows:
+        for row in rows[mode].values():
+            assert len(row["mistakes"]) == round(row["mistake_rate"] * row["n"])
+    done = _run("eval", "paired", f"{graded}:mcts2", f"{graded}:mcts8", "--json")
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    for name, c in counts.items():
+        a, b = set(rows["mcts2"][name]["mistakes"]), set(rows["mcts8"][name]["mistakes"])
+        assert c == {"n": 30, "only_a": len(a - b), "only_b": len(b - a), "both": len(a & b)}
+    assert "only a" in _run("eval", "paired", f"{graded}:policy", f"{graded}:policy").stdout
+    # one-line errors: no mode given for a file of three, a mode it lacks, a file that is not there
+    for args, message in (((str(graded), f"{graded}:mcts2"), "pick one as"),
+                          ((f"{graded}:mcts9", f"{graded}:mcts2"), "has no mode 'mcts9'"),
+                          ((str(tmp_path / "none.json"), str(graded)), "cannot read")):
+        bad = _run("eval", "paired", *args)
+        assert bad.returncode != 0 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> None:
     pytest.importorskip("numba")
     assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0

@@ -63,3 +63,11 @@ def test_grade_counts_and_rates() -> None:
     assert pons.grade("mixed", positions, [4, 5]).mistake_rate == 0.5
     with pytest.raises(ValueError):
         pons.grade("mixed", positions, [3])
+
+
+def test_paired_counts_and_refuses_different_positions():
+    a = {"Begin-Hard": {"n": 5, "mistakes": [0, 2, 4]}, "End-Easy": {"n": 3, "mistakes": []}}
+    b = {"Begin-Hard": {"n": 5, "mistakes": [2, 3]}, "Middle-Easy": {"n": 3, "mistakes": [1]}}
+    assert pons.paired(a, b) == {"Begin-Hard": {"n": 5, "only_a": 2, "only_b": 1, "both": 1}}
+    with pytest.raises(ValueError, match="same positions"):
+        pons.paired(a, {"Begin-Hard": {"n": 4, "mistakes": []}})
