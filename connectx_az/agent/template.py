@@ -376,6 +376,7 @@ class Agent:
         except Exception as exc:  # the solver is an optimisation; never let it lose the move
             self.last_error = f"solver: {type(exc).__name__}: {exc}"
             col, extra = None, 0.0
+        info["budget"] = float(info["budget"]) + extra  # the bank's extra for the solver, spent or not
         if col is not None:
             info["source"] = "solver"
             return col
