@@ -19,10 +19,11 @@ def assert_consistent_records(records) -> None:
         assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
         np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
         assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
-        # The first position is the empty board, seen by the first player; every ply is recorded.
-        assert r.obs[0].sum() == 0
+        # The first position is the game's start (the empty board unless a prefix or a fork); every ply is recorded.
+        assert r.obs[0].sum() == r.start_ply and (r.opening != "empty" or r.start_ply == 0)
+        assert r.num_plies == r.start_ply + t
         # The game's result (the solved one up to an adjudication), from the side to move at each ply.
-        ply = np.arange(t)
+        ply = r.start_ply + np.arange(t)
         first_player = np.where(ply <= r.adjudicated_ply, r.adjudicated_result, r.first_player_result)
         np.testing.assert_array_equal(r.value, np.where(ply % 2 == 0, first_player, -first_player))
 
