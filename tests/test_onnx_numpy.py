@@ -52,10 +52,36 @@ def test_matches_onnxruntime_fp16(small_onnx, small_onnx16):
 
 def test_net_shape_and_metadata(small_onnx):
     model = onnx_numpy.NumpyOnnxModel(small_onnx.read_bytes())
-    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "label": "1x16"}
+    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 2,
+                                 "value_filters": 1, "value_pool": False, "label": "1x16"}
     assert model.input_name == "obs" and model.output_names == ["logits", "value"]
     assert model.input_shape[1:] == (2, 6, 7)
     assert export.NET_CONFIG_KEY in model.metadata
+
+
+def test_pooling_and_concat_ops_match_onnxruntime():
+    """x[B,3,6,7] -> GlobalAveragePool -> Flatten, concatenated after Flatten(x), on either axis spelling."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["pf"], axis=1),
+        helper.make_node("Flatten", ["x"], ["xf"], axis=1),
+        helper.make_node("Concat", ["xf", "pf"], ["y"], axis=1),
+        helper.make_node("Concat", ["pf", "xf", "pf"], ["z"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 3, 6, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 129]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["B", 132])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    data = model.SerializeToString()
+    x = np.random.default_rng(2).standard_normal((5, 3, 6, 7)).astype(np.float32)
+    got = onnx_numpy.NumpyOnnxModel(data).run(x)
+    ref = _ort(data, x)
+    assert got["y"].shape == ref[0].shape == (5, 129) and got["z"].shape == ref[1].shape
+    assert np.abs(got["y"] - ref[0]).max() <= 1e-6 and np.abs(got["z"] - ref[1]).max() <= 1e-6
 
 
 def _handmade_model(*, raw: bool) -> bytes:
