@@ -375,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. mcts.num_simulations=400 (repeatable); with --resume it "
                         "changes the run's saved settings, e.g. num_generations=120 to extend it")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    p.add_argument("--init-model", help="warm start from this checkpoint's weights")
+    p.add_argument("--init-model", help="warm start from this checkpoint's weights (same tower; "
+                   "head layers the net config widens start afresh)")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "

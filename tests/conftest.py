@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16}
+WIDE_HEADS = {"policy_filters": 8, "value_filters": 4, "value_pool": True}
 
 
 def assert_consistent_records(records) -> None:
@@ -43,14 +44,15 @@ class UniformEvaluator:
         return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 
-def make_small_net(seed: int = 0):
-    """A 1x16 net whose BatchNorm layers hold made-up statistics, so that folding them matters."""
+def make_small_net(seed: int = 0, **net_config):
+    """A 1x16 net (``net_config`` overrides its ``NetConfig``) whose BatchNorm layers hold made-up
+    statistics, so that folding them matters."""
     import torch
 
     from connectx_az.network import NetConfig, PolicyValueNet
 
     generator = torch.Generator().manual_seed(seed)
-    net = PolicyValueNet(NetConfig(**SMALL_NET))
+    net = PolicyValueNet(NetConfig(**{**SMALL_NET, **net_config}))
     with torch.no_grad():
         for p in net.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
@@ -79,6 +81,16 @@ def small_onnx(small_net, tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("onnx") / "small.onnx"
     export_onnx(small_net, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def wide_onnx(tmp_path_factory) -> Path:
+    """Path of a small net with wide heads and a pooled value head, exported as float32 ONNX."""
+    from connectx_az.export import export_onnx
+
+    path = tmp_path_factory.mktemp("onnx_wide") / "wide.onnx"
+    export_onnx(make_small_net(3, **WIDE_HEADS), path)
     return path
 
 

@@ -59,6 +59,27 @@ def test_net_shape_and_metadata(small_onnx):
     assert export.NET_CONFIG_KEY in model.metadata
 
 
+def test_wide_heads_with_pooling_match_onnxruntime(wide_onnx, tmp_path):
+    data = wide_onnx.read_bytes()
+    model = onnx_numpy.NumpyOnnxModel(data)
+    assert {"GlobalAveragePool", "Concat"} <= model.ops
+    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 8,
+                                 "value_filters": 4, "value_pool": True, "label": "1x16 p8 v4+pool"}
+    obs = export.random_positions(64, np.random.default_rng(13))
+    for batch in (obs, obs[:1]):
+        ref_logits, ref_value = export.OnnxRuntimeEvaluator(data).evaluate(batch)
+        logits, value = model.evaluate(batch)
+        assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
+    # and with float16 weights
+    from conftest import WIDE_HEADS, make_small_net
+
+    path16 = tmp_path / "wide16.onnx"
+    export.export_onnx(make_small_net(3, **WIDE_HEADS), path16, float16=True)
+    ref_logits, ref_value = export.OnnxRuntimeEvaluator(path16).evaluate(obs)
+    logits, value = onnx_numpy.NumpyOnnxModel(path16.read_bytes()).evaluate(obs)
+    assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
+
+
 def test_pooling_and_concat_ops_match_onnxruntime():
     """x[B,3,6,7] -> GlobalAveragePool -> Flatten, concatenated after Flatten(x), on either axis spelling."""
     nodes = [
