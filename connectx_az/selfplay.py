@@ -120,9 +120,9 @@ class GameRecord:
     ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
     the game's length and ``first_player_result`` its result for the player
     who moved first.  ``start_ply`` stones were on the board when the game's
-    searches began (0 from the empty board; a random prefix or a fork starts
-    later: ``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]`` is at ply ``start_ply + t`` when
-    every move is recorded.  With adjudication the values of the positions up to
+    searches began: 0 from the empty board, more after a random prefix or a
+    fork (``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]``
+    is at ply ``start_ply + t`` when every move is recorded.  With adjudication the values of the positions up to
     ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
     for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
     game not adjudicated.  ``num_leaves`` and ``leaf_depth_sum`` are search
