@@ -143,10 +143,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az import mcts, pons
+    from connectx_az import pons
 
     table: dict[str, Any] = {}
+    control: dict[str, Any] = {}
     if args.submission:
+        if args.compare:
+            raise UserError("--compare pairs two ONNX models; it cannot be used with --submission")
         if not Path(args.submission).is_file():
             raise UserError(f"{args.submission} not found; run `make submission` first")
         _kaggle_like_process(args.runtime)
@@ -157,27 +160,37 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         label = f"submission@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
         table[label + ("" if args.runtime == "numpy" else f"/{args.runtime}")] = results
     else:
-        from connectx_az.export import OnnxRuntimeEvaluator
-
-        evaluator = OnnxRuntimeEvaluator(args.model)
-        table["policy"] = pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit,
-                                          sets=args.sets)
-        for sims in args.sims:
-            table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
-                                                             limit=args.limit, sets=args.sets)
-    rows = {mode: {r.name: {"n": r.num_positions, "mistake_rate": round(r.mistake_rate, 4),
-                            "strict_rate": round(r.strict_rate, 4), "mistakes": list(r.mistakes)} for r in results}
-            for mode, results in table.items()}
+        table = _grade_model(args.model, args)
+        if args.compare:
+            control = _grade_model(args.compare, args)
+    rows = {mode: {r.name: _cell(r) for r in results} for mode, results in table.items()}
+    for mode, results in control.items():
+        for mine, theirs in zip(table[mode], results, strict=True):
+            paired = pons.compare(mine, theirs)
+            rows[mode][mine.name].update(control=_cell(theirs), only_this_right=paired.only_first,
+                                         only_control_right=paired.only_second)
     if args.json:
         print(json.dumps(rows))
         return 0
     names = list(next(iter(rows.values())))
     print(f"{'mode':<16}" + "".join(f"{n:>16}" for n in names))
     for mode, row in rows.items():
-        print(f"{mode:<16}" + "".join(f"{100 * row[n]['mistake_rate']:>8.1f}%/{100 * row[n]['strict_rate']:>5.1f}%"
-                                      for n in names))
-    print("cells: mistake rate / strict mistake rate; positions per set: "
-          + ", ".join(f"{n} {v['n']}" for n, v in next(iter(rows.values())).items()))
+        print(f"{mode:<16}" + "".join(_cell_text(row[n]) for n in names))
+        if control:
+            print(f"{'  control':<16}" + "".join(_cell_text(row[n]["control"]) for n in names))
+            paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
+            print(f"{'  paired':<16}" + "".join(f"{cell:>16}" for cell in paired))
+    print("cells: mistake rate / strict mistake rate, or for value* the value head's W/D/L accuracy "
+          f"(v > {pons.WDL_THRESHOLD:.3g} win, v < -{pons.WDL_THRESHOLD:.3g} loss, else draw; side to move)")
+    if "value" in rows:
+        print("value: the set's positions (Begin-Hard: all of the raw file, results only); value_children: the "
+              "positions after each legal move of the annotated positions (moves that end the game left out)")
+    if control:
+        print(f"control: {args.compare}; paired: +positions this model gets right that the control misses, "
+              "-the reverse")
+    for mode, row in rows.items():
+        if mode in ("policy", "value", "value_children") or mode.startswith("submission"):
+            print(f"positions per set ({mode}): " + ", ".join(f"{n} {v['n']}" for n, v in row.items()))
     return 0
 
 
@@ -222,6 +235,38 @@ def _graded_mode(spec: str) -> tuple[str, dict]:
     if mode not in table:
         raise UserError(f"{path} has no mode {mode!r}; it holds {', '.join(table)}")
     return f"{path}:{mode}", table[mode]
+
+
+def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
+    """Raw policy, MCTS at each of ``args.sims``, and the value head of ONNX ``model`` on the chosen sets."""
+    from connectx_az import mcts, pons
+    from connectx_az.export import OnnxRuntimeEvaluator
+
+    evaluator = OnnxRuntimeEvaluator(model)
+    table: dict[str, list[Any]] = {
+        "policy": pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit, sets=args.sets)}
+    for sims in args.sims:
+        table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
+                                                         limit=args.limit, sets=args.sets)
+    table["value"] = pons.value_accuracy(evaluator, limit=args.limit, sets=args.sets)
+    table["value_children"] = pons.value_accuracy(evaluator, children=True, limit=args.limit, sets=args.sets)
+    return table
+
+
+def _cell(result: Any) -> dict[str, Any]:
+    """One set's grade as JSON: ``n`` and the mistake rates, or the value head's ``accuracy``."""
+    if hasattr(result, "accuracy"):  # mistakes: which positions the value head classed wrong
+        return {"n": result.num_positions, "accuracy": round(result.accuracy, 4),
+                "mistakes": [i for i, right in enumerate(result.is_correct) if not right]}
+    return {"n": result.num_positions, "mistake_rate": round(result.mistake_rate, 4),
+            "strict_rate": round(result.strict_rate, 4),
+            "mistakes": [i for i, wrong in enumerate(result.is_mistake) if wrong]}
+
+
+def _cell_text(cell: dict[str, Any]) -> str:
+    if "accuracy" in cell:
+        return f"{100 * cell['accuracy']:>15.1f}%"
+    return f"{100 * cell['mistake_rate']:>8.1f}%/{100 * cell['strict_rate']:>5.1f}%"
 
 
 def _num_positions(sets: list[str] | None, limit: int | None) -> int:
@@ -429,7 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. mcts.num_simulations=400 (repeatable); with --resume it "
                         "changes the run's saved settings, e.g. num_generations=120 to extend it")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    p.add_argument("--init-model", help="warm start from this checkpoint's weights")
+    p.add_argument("--init-model", help="warm start from this checkpoint's weights (same tower; "
+                   "head layers the net config widens start afresh)")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "
@@ -467,7 +513,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="accuracy against perfect play")
     esub = p.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     e = esub.add_parser("pons", help="mistake rates on the six Pons sets")
-    e.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model: raw policy and MCTS")
+    e.add_argument("--model", default=str(DEFAULT_MODEL),
+                   help="ONNX model: raw policy, MCTS and the value head's W/D/L accuracy")
+    e.add_argument("--compare", metavar="CONTROL",
+                   help="also grade this ONNX model and pair the two on each set: how many positions each "
+                        "gets right that the other misses")
     e.add_argument("--sims", type=int, nargs="*", default=[64, 200], help="MCTS simulation counts")
     e.add_argument("--submission", help="grade this built submission.py under the Kaggle clock instead "
                    "(one core, numpy backend, loaded afresh per position)")

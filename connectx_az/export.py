@@ -39,7 +39,7 @@ from onnx import numpy_helper
 
 from connectx_az import files, game
 from connectx_az.agent import backends, onnx_numpy
-from connectx_az.network import PolicyValueNet
+from connectx_az.network import NetConfig, PolicyValueNet
 
 INPUT_NAME = "obs"
 OUTPUT_NAMES = ("logits", "value")
@@ -240,8 +240,8 @@ def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     stored = model.metadata.get(NET_CONFIG_KEY)
     if stored:
         try:
-            config = json.loads(stored)
-            net = {**config, "label": f"{config['num_blocks']}x{config['num_filters']}"}
+            config = dataclasses.asdict(NetConfig(**json.loads(stored)))  # today's defaults for keys added since
+            net = {**config, "label": NetConfig(**config).label}
         except (ValueError, KeyError, TypeError):
             pass
     return {

@@ -65,15 +65,41 @@ class Evaluator(Protocol):
 class SearchConfig:
     """Search hyper-parameters.
 
+    Values here are on the ``[-1, 1]`` scale (loss to win), from the side to
+    move at the edge's parent.  A constant published for a ``[0, 1]`` scale
+    (win probability, a draw at 0.5) must be converted before use; each
+    definition below says how.
+
     ``c_puct`` weighs the prior in PUCT (Silver et al. 2017):
-    ``score = Q + c_puct * P * sqrt(N_parent) / (1 + N_child)``.
-    Unvisited edges take ``Q = (parent value) - fpu_reduction``.
+    ``score = Q + c_puct * P * sqrt(max(N_parent, 1)) / (1 + N_child)``, with
+    ``N_parent`` the sum of the node's edge visits and ``P`` the prior (with
+    the root's Dirichlet noise mixed in).  On a ``[0, 1]`` value scale the same
+    balance needs half the constant: a published ``c_puct`` of 1.5 there is 3.0
+    here.
+
+    First-play urgency: an unvisited edge takes
+    ``Q = base - fpu_reduction``, where ``base`` is the parent's mean value
+    (its net value and backed-up values averaged; Leela-style, the default)
+    or, with ``fpu_absolute``, a draw (0).  A published FPU given as the
+    absolute value of an unvisited move on a ``[0, 1]`` scale, ``f``, is
+    ``fpu_absolute=True, fpu_reduction=1 - 2 f`` here (0.85 -> -0.7); one
+    given as a reduction from the parent's value on that scale doubles
+    (0.1 -> 0.2).
+
+    Root noise (self-play only, ``add_root_noise``): the root prior becomes
+    ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` over
+    the legal moves, with ``alpha = dirichlet_alpha``, or, when
+    ``dirichlet_alpha_total > 0``, ``alpha = dirichlet_alpha_total / (number
+    of legal moves)`` at that root (a published "alpha = 20 / legal moves" is
+    ``dirichlet_alpha_total=20``; with 7 legal moves that is alpha 2.9).
     """
 
     num_simulations: int = 200
     c_puct: float = 2.0
     fpu_reduction: float = 0.2
+    fpu_absolute: bool = False
     dirichlet_alpha: float = 1.0
+    dirichlet_alpha_total: float = 0.0
     dirichlet_fraction: float = 0.25
     num_parallel: int = 1
     virtual_loss: float = 1.0
@@ -83,8 +109,12 @@ class SearchConfig:
             raise ValueError("num_simulations must be >= 1")
         if self.c_puct <= 0:
             raise ValueError("c_puct must be > 0")
+        if not -2 <= self.fpu_reduction <= 2:
+            raise ValueError("fpu_reduction must be in [-2, 2] (values are on the [-1, 1] scale)")
         if self.dirichlet_alpha <= 0 or not 0 <= self.dirichlet_fraction <= 1:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]")
+        if self.dirichlet_alpha_total < 0:
+            raise ValueError("dirichlet_alpha_total must be >= 0 (0: use dirichlet_alpha)")
         if self.num_parallel < 1:
             raise ValueError("num_parallel must be >= 1")
 
@@ -238,11 +268,19 @@ def _evaluate(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evaluator)
 
 
 def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -> None:
-    """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play)."""
+    """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play).
+
+    ``alpha`` is ``config.dirichlet_alpha``, or ``dirichlet_alpha_total`` over
+    each root's number of legal moves (see ``SearchConfig``).
+    """
     b = np.arange(tree.batch_size)
     root = tree.root
     legal = tree.legal_mask[b, root]
-    gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
+    if config.dirichlet_alpha_total > 0:
+        alpha = config.dirichlet_alpha_total / np.maximum(legal.sum(axis=1, keepdims=True), 1)
+        gamma = rng.gamma(np.broadcast_to(alpha, legal.shape)) * legal
+    else:
+        gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)
@@ -272,7 +310,10 @@ def _puct_score(
     """
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
-    fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
+    if config.fpu_absolute:
+        fpu_value = np.full_like(node_visits, -config.fpu_reduction)
+    else:
+        fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
     visited = visits > 0
     q = np.where(visited, value_sum.astype(np.float64) / np.where(visited, visits, 1.0), fpu_value)
     u = prior.astype(np.float64) * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
@@ -280,14 +321,15 @@ def _puct_score(
 
 
 def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
-                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
+                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float,
+                 fpu_absolute: bool = False) -> int:
     """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``).
 
     On a 7-wide row numpy's per-call cost outweighs the arithmetic several
     times over; this gives the same scores (float64, same operation order)
     and the same choice (the first of equal maxima).
     """
-    fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
+    fpu_value = -fpu_reduction if fpu_absolute else node_value / (1.0 + node_visits) - fpu_reduction
     scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
     best, best_score = 0, -np.inf
     for action in range(A):
@@ -366,7 +408,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
     children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
     node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
     edge_arrays = (visits.reshape(-1), value_sum.reshape(-1), node_visits, node_value_sum)
-    c_puct, fpu_reduction = config.c_puct, config.fpu_reduction
+    c_puct, fpu_reduction, fpu_absolute = config.c_puct, config.fpu_reduction, config.fpu_absolute
     root = int(tree.root[0])
     for walk in range(path_node.shape[0]):
         nodes, actions = path_node[walk, 0], path_action[walk, 0]
@@ -381,7 +423,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
                     action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
                                           score_bias[node].tolist(), float(node_visits[node]),
                                           float(net_value[node]) + float(node_value_sum[node]), c_puct,
-                                          fpu_reduction)
+                                          fpu_reduction, fpu_absolute)
                 if virtual_loss:
                     _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
                 nodes[d] = node

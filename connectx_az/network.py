@@ -35,19 +35,45 @@ from connectx_az import files, game
 
 @dataclass(frozen=True, kw_only=True)
 class NetConfig:
-    """Network shape: ``num_blocks`` residual blocks of ``num_filters`` channels."""
+    """Network shape: a tower of ``num_blocks`` residual blocks of ``num_filters`` channels, two heads.
+
+    Policy head: a 1x1 convolution to ``policy_filters`` planes, flattened
+    (``policy_filters * 42`` features), one linear layer to the 7 logits.
+    Value head: a 1x1 convolution to ``value_filters`` planes, flattened; with
+    ``value_pool`` the board average of each of the tower's ``num_filters``
+    channels is appended; then ``value_hidden`` units and a tanh.  The pooled
+    features are the tower's, not the head's: a linear layer over the
+    flattened head planes can already form their averages, while the tower's
+    channels would otherwise reach the value only through the narrow 1x1
+    convolution.  The defaults (2 and 1 planes, no pooling) are the
+    architecture of every model trained before these keys existed, so their
+    configs and checkpoints load unchanged.
+    """
 
     num_blocks: int = 4
     num_filters: int = 64
     value_hidden: int = 64
+    policy_filters: int = 2
+    value_filters: int = 1
+    value_pool: bool = False
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:
             raise ValueError("num_blocks must be >= 0 and num_filters, value_hidden >= 1")
+        if self.policy_filters < 1 or self.value_filters < 1:
+            raise ValueError("net.policy_filters and net.value_filters must be >= 1")
 
     @property
     def label(self) -> str:
-        return f"{self.num_blocks}x{self.num_filters}"
+        """``"4x64"`` (blocks x filters), plus the heads where they are not the defaults."""
+        label = f"{self.num_blocks}x{self.num_filters}"
+        if (self.policy_filters, self.value_filters, self.value_pool) != (2, 1, False):
+            label += f" p{self.policy_filters} v{self.value_filters}" + ("+pool" if self.value_pool else "")
+        return label
+
+    def same_tower(self, other: NetConfig) -> bool:
+        """True when ``other`` differs from this config in its heads at most."""
+        return (self.num_blocks, self.num_filters) == (other.num_blocks, other.num_filters)
 
 
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
@@ -106,18 +132,22 @@ class PolicyValueNet(nn.Module):
         f = config.num_filters
         self.stem = _conv_bn(2, f, 3)
         self.blocks = nn.Sequential(*[_Block(f) for _ in range(config.num_blocks)])
-        self.policy_conv = _conv_bn(f, 2, 1)
-        self.policy_fc = nn.Linear(2 * game.NUM_CELLS, game.NUM_ACTIONS)
-        self.value_conv = _conv_bn(f, 1, 1)
-        self.value_fc1 = nn.Linear(game.NUM_CELLS, config.value_hidden)
+        self.policy_conv = _conv_bn(f, config.policy_filters, 1)
+        self.policy_fc = nn.Linear(config.policy_filters * game.NUM_CELLS, game.NUM_ACTIONS)
+        self.value_conv = _conv_bn(f, config.value_filters, 1)
+        value_features = config.value_filters * game.NUM_CELLS + (f if config.value_pool else 0)
+        self.value_fc1 = nn.Linear(value_features, config.value_hidden)
         self.value_fc2 = nn.Linear(config.value_hidden, 1)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``obs float32[B,2,6,7]`` -> ``(logits float32[B,7], value float32[B])``."""
+        """``obs float32[B,2,6,7]`` -> ``(logits float32[B,7], value float32[B])``, side to move."""
         x = self.blocks(torch.relu(self.stem(obs)))
         logits = self.policy_fc(torch.flatten(torch.relu(self.policy_conv(x)), 1))
-        v = torch.relu(self.value_fc1(torch.flatten(torch.relu(self.value_conv(x)), 1)))
-        value = torch.tanh(self.value_fc2(v)).squeeze(-1)
+        v = torch.flatten(torch.relu(self.value_conv(x)), 1)
+        if self.config.value_pool:
+            # Exported as GlobalAveragePool, Flatten and Concat (all in agent.onnx_numpy).
+            v = torch.cat([v, torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)], dim=1)
+        value = torch.tanh(self.value_fc2(torch.relu(self.value_fc1(v)))).squeeze(-1)
         return logits, value
 
     def num_parameters(self) -> int:
@@ -179,11 +209,25 @@ def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
     return net.eval(), data
 
 
-def load_into(net: PolicyValueNet, path: str | Path) -> dict[str, Any]:
-    """Load the weights of checkpoint ``path`` into ``net`` (same architecture required)."""
-    loaded, data = load_checkpoint(path)
-    if loaded.config != net.config:
+def load_into(net: PolicyValueNet, path: str | Path, *, heads_may_differ: bool = False) -> list[str]:
+    """Load the weights of checkpoint ``path`` into ``net``; returns the layers left as they were.
+
+    The architectures must match, or with ``heads_may_differ`` at least the
+    tower (``NetConfig.same_tower``): then every tensor whose name and shape
+    match is loaded (the tower, and any head layer of unchanged shape) and the
+    names of the layers that keep ``net``'s own weights come back (e.g.
+    ``["value_conv", "value_fc1"]`` when only the value head was widened).
+    Raises ``CheckpointError`` otherwise.
+    """
+    loaded, _ = load_checkpoint(path)
+    if loaded.config == net.config:
+        net.load_state_dict(loaded.state_dict())
+        return []
+    if not (heads_may_differ and loaded.config.same_tower(net.config)):
         raise CheckpointError(f"{path} holds a {loaded.config.label} network but a "
                               f"{net.config.label} one was asked for; set the net config to match")
-    net.load_state_dict(loaded.state_dict())
-    return data
+    own = net.state_dict()
+    kept = {name: tensor for name, tensor in loaded.state_dict().items()
+            if name in own and own[name].shape == tensor.shape}
+    net.load_state_dict(kept, strict=False)
+    return sorted({name.split(".")[0] for name in own if name not in kept})

@@ -9,12 +9,19 @@ move strings are 1-based, as Pons writes them.
 columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
 per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed simulation count, and
 ``submission_mistake_rates`` a built ``submission.py`` under the Kaggle clock.
+
+``value_accuracy`` grades a network's value head instead: its W/D/L class (``wdl_class``: above
+1/3 a win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each
+set's positions (``load_results``: for Begin-Hard all 1,000 of the raw file, which gives results
+only) or on the positions one move after them (``child_results``: the annotated positions only).
+Each result keeps which positions it got right, for paired comparisons of two models
+(``compare``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -31,6 +38,10 @@ SETS = {
     "Begin-Medium": "Test_L1_R2.txt",
     "Begin-Hard": "Test_L1_R3.partial.txt",
 }
+#: set name -> file with every position's result alone (``MOVES SCORE``), where ``SETS`` is partial
+RESULT_FILES = {"Begin-Hard": "raw/Test_L1_R3"}
+#: a value above this is read as a win, below its negative as a loss, in between as a draw
+WDL_THRESHOLD = 1 / 3
 
 
 def _sign(x: int) -> int:
@@ -71,16 +82,43 @@ def _parse(line: str) -> PonsPosition:
     return PonsPosition(fields[0], int(fields[1]), scores)
 
 
+def _lines(file: str) -> list[str]:
+    path = resources.files("connectx_az") / "data" / "pons" / file
+    return [line for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
+
+
+def _check_name(name: str) -> None:
+    if name not in SETS:
+        raise ValueError(f"unknown Pons set {name!r}; valid sets: {', '.join(SETS)}")
+
+
 def load_set(name: str, *, limit: int | None = None) -> list[PonsPosition]:
     """The positions of set ``name`` (a key of ``SETS``), in file order, at most ``limit``.
 
     Raises ``ValueError`` for an unknown name.
     """
-    if name not in SETS:
-        raise ValueError(f"unknown Pons set {name!r}; valid sets: {', '.join(SETS)}")
-    path = resources.files("connectx_az") / "data" / "pons" / SETS[name]
-    lines = [line for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
-    return [_parse(line) for line in lines[:limit]]
+    _check_name(name)
+    return [_parse(line) for line in _lines(SETS[name])[:limit]]
+
+
+def load_results(name: str, *, limit: int | None = None) -> list[tuple[str, int]]:
+    """``(moves, result)`` of every position of set ``name``, in file order, at most ``limit``.
+
+    ``result`` is +1/0/-1 for the side to move under perfect play.  For a set
+    whose annotated file is partial (``RESULT_FILES``: Begin-Hard) this reads
+    the file of results alone, which holds all its positions.  Raises
+    ``ValueError`` for an unknown name or a malformed line.
+    """
+    _check_name(name)
+    if name not in RESULT_FILES:
+        return [(p.moves, p.result) for p in load_set(name, limit=limit)]
+    results = []
+    for line in _lines(RESULT_FILES[name])[:limit]:
+        fields = line.split()
+        if len(fields) != 2:
+            raise ValueError(f"expected MOVES SCORE, got {line!r}")
+        results.append((fields[0], _sign(int(fields[1]))))
+    return results
 
 
 def position_of(p: PonsPosition) -> tuple[int, int]:
@@ -106,13 +144,16 @@ def is_strict_mistake(p: PonsPosition, col: int) -> bool:
 
 @dataclass
 class SetResult:
-    """How many of a set's positions an agent answered with a (strict) mistake."""
+    """How many of a set's positions an agent answered with a (strict) mistake.
+
+    ``is_mistake`` says which, position by position in file order (for ``compare``).
+    """
 
     name: str
     num_positions: int
     num_mistakes: int
     num_strict_mistakes: int
-    mistakes: tuple[int, ...] = ()  # indices (in the set's order) of the positions answered with a mistake
+    is_mistake: tuple[bool, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def mistake_rate(self) -> float:
@@ -128,24 +169,129 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
     mismatch or an illegal column."""
     if len(positions) != len(cols):
         raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
-    mistakes = tuple(i for i, (p, c) in enumerate(zip(positions, cols, strict=True)) if is_mistake(p, c))
+    mistakes = tuple(is_mistake(p, c) for p, c in zip(positions, cols, strict=True))
     return SetResult(
         name,
         len(positions),
-        len(mistakes),
+        sum(mistakes),
         sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
         mistakes,
     )
 
 
-def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
-    """Paired counts of two gradings of the same positions, per set both graded.
+@dataclass
+class ValueResult:
+    """How many of a set's positions a value head classed right (``wdl_class``), and which."""
 
-    ``a`` and ``b`` map a set's name to a row of ``eval pons --json`` (``n`` and
-    ``mistakes``, the indices of positions answered with a mistake; both must be
-    graded on the same first ``n`` positions).  Returns, per set, ``n``,
-    ``only_a`` (positions ``a`` gets wrong and ``b`` right), ``only_b`` and
-    ``both``.  Raises ``ValueError`` when the position counts differ.
+    name: str
+    num_positions: int
+    num_correct: int
+    is_correct: tuple[bool, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def accuracy(self) -> float:
+        return self.num_correct / self.num_positions if self.num_positions else 0.0
+
+
+def wdl_class(value: np.ndarray) -> np.ndarray:
+    """``int8[...]`` +1 (win), 0 (draw), -1 (loss) of values in ``[-1, 1]``, side to move."""
+    value = np.asarray(value)
+    return np.where(value > WDL_THRESHOLD, 1, np.where(value < -WDL_THRESHOLD, -1, 0)).astype(np.int8)
+
+
+def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int]]:
+    """``(position, mask, result)`` after each legal move of each position, in order.
+
+    ``result`` is for the child's side to move (the negated sign of the
+    move's score).  Moves that end the game are left out: the rules score
+    those positions, never the network.
+    """
+    children = []
+    for p in positions:
+        position, mask = position_of(p)
+        for col, score in enumerate(p.move_scores):
+            if score is None:
+                continue
+            child = game.play(position, mask, col)
+            if game.outcome(*child) is None:
+                children.append((*child, -_sign(score)))
+    return children
+
+
+def _values(evaluator: mcts.Evaluator, position: np.ndarray, mask: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """``float32[M]`` the evaluator's values of ``M`` positions (side to move), ``batch`` at a time."""
+    values = [np.asarray(evaluator.evaluate(game.encode(position[i:i + batch], mask[i:i + batch]))[1],
+                         np.float32).reshape(-1) for i in range(0, len(position), batch)]
+    return np.concatenate(values) if values else np.zeros(0, np.float32)
+
+
+def grade_values(name: str, evaluator: mcts.Evaluator, positions: Sequence[tuple[int, int, int]]) -> ValueResult:
+    """Grade the value head on ``(position, mask, result)`` triples (result for the side to move)."""
+    position = np.array([p for p, _, _ in positions], np.uint64)
+    mask = np.array([m for _, m, _ in positions], np.uint64)
+    result = np.array([r for _, _, r in positions], np.int8)
+    correct = wdl_class(_values(evaluator, position, mask)) == result
+    return ValueResult(name, len(positions), int(correct.sum()), tuple(bool(c) for c in correct))
+
+
+def value_accuracy(evaluator: mcts.Evaluator, *, children: bool = False, limit: int | None = None,
+                   sets: list[str] | None = None) -> list[ValueResult]:
+    """The value head's W/D/L accuracy on each set.
+
+    On the set's positions (``load_results``: Begin-Hard's 1,000), or with
+    ``children`` on the positions one move after the annotated ones
+    (``child_results``).  ``limit`` caps the positions read from each file.
+    """
+    results = []
+    for name in sets or list(SETS):
+        if children:
+            triples = child_results(load_set(name, limit=limit))
+        else:
+            triples = [(*game.from_moves(moves), result) for moves, result in load_results(name, limit=limit)]
+        results.append(grade_values(name, evaluator, triples))
+    return results
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two agents graded on the same positions of set ``name``: how many of the ``num_positions``
+    the first got right and the second did not (``only_first``), and the reverse (``only_second``).
+
+    With mistake rates "right" means no mistake; with value results, the right W/D/L class.
+    """
+
+    name: str
+    num_positions: int
+    only_first: int
+    only_second: int
+
+
+def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> Paired:
+    """The paired comparison of two results of the same kind on the same positions.
+
+    Raises ``ValueError`` when they are not comparable (other set, kind or number of positions,
+    or a result without its per-position record).
+    """
+    def right(r: SetResult | ValueResult) -> tuple[bool, ...]:
+        return r.is_correct if isinstance(r, ValueResult) else tuple(not m for m in r.is_mistake)
+
+    a, b = right(first), right(second)
+    if (type(first), first.name, first.num_positions) != (type(second), second.name, second.num_positions) \
+            or len(a) != first.num_positions or len(b) != len(a):
+        raise ValueError(f"cannot pair {first.name} ({first.num_positions}) with {second.name} "
+                         f"({second.num_positions}): not the same positions and kind of grade")
+    return Paired(first.name, first.num_positions, sum(x and not y for x, y in zip(a, b, strict=True)),
+                  sum(y and not x for x, y in zip(a, b, strict=True)))
+
+
+def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """``compare`` for two gradings saved as ``eval pons --json`` rows, per set both graded.
+
+    ``a`` and ``b`` map a set's name to a row (``n`` and ``mistakes``, the
+    indices of the positions answered with a mistake; both graded on the same
+    first ``n`` positions).  Returns, per set, ``n``, ``only_a`` (positions
+    ``a`` gets wrong and ``b`` right), ``only_b`` and ``both``.  Raises
+    ``ValueError`` when the position counts differ.
     """
     out = {}
     for name in [n for n in a if n in b]:

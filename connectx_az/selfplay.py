@@ -17,6 +17,20 @@ With playout cap randomization (``full_search_prob < 1``) only the moves
 searched with the full budget are recorded; the cheap moves just move the game
 along.
 
+Openings (all off by default).  Every game starts from the empty board and
+draws its move from the root visit counts at temperature ``temperature_early``
+for its first ``temperature_plies`` plies (counted on the board, from the empty
+board), then at ``temperature_late`` (0: the most visited move, ``mcts.best_cols``;
+AlphaZero.jl samples at 1.0 for 20 plies, then at 0.3).  A share of the games
+(``prefix_share``) starts instead from a random prefix of 0 to
+``prefix_max_plies`` plies (``random_prefix``), and a share (``fork_share``)
+from a position of a game started earlier in the same call plus one random
+move (``fork_position``; KataGo's forking, Wu 2019).  The plies before the start
+are neither searched nor recorded, and neither a prefix nor a fork move ends
+the game or leaves an immediate win unplayed.  Each game draws its kind of
+start from the generator only when a share is set, so a config without them
+plays the very games it played before these switches existed.
+
 With ``SelfPlayConfig.gumbel.enabled`` the full searches use Gumbel root selection
 with sequential halving (Danihelka et al. 2022, see ``gumbel``): the policy
 target is the improved policy ``gumbel.improved_policy`` instead of the visit
@@ -34,6 +48,9 @@ import numpy as np
 
 from connectx_az import game, gumbel, mcts, solver
 
+#: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
+MAX_PREFIX_PLIES = 30
+
 
 @dataclass(frozen=True, kw_only=True)
 class SelfPlayConfig:
@@ -45,7 +62,18 @@ class SelfPlayConfig:
 
     num_games: int = 256
     num_parallel_games: int = 128
+    # Move choice (see the module docstring): at board plies < temperature_plies the move is drawn
+    # from the root visits N(a)^(1/T) with T = temperature_early, later with T = temperature_late;
+    # T = 0 plays the most visited move.  A root already proven plays its proof at any ply.
     temperature_plies: int = 8
+    temperature_early: float = 1.0
+    temperature_late: float = 0.0
+    # Opening diversity: the share of games that start from a random prefix of 0..prefix_max_plies
+    # plies (uniform length), and the share that fork from a position of an earlier game of the
+    # same call with one random move.  Shares of 0 draw nothing from the generator.
+    prefix_share: float = 0.0
+    prefix_max_plies: int = 12
+    fork_share: float = 0.0
     # Playout cap randomization (Wu 2019): most moves use a cheap search and are
     # not trained on; a fraction ``full_search_prob`` use the full budget.
     full_search_prob: float = 1.0
@@ -67,6 +95,12 @@ class SelfPlayConfig:
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
             raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
+        if self.temperature_plies < 0 or self.temperature_early < 0 or self.temperature_late < 0:
+            raise ValueError("selfplay.temperature_plies, temperature_early and temperature_late must be >= 0")
+        if not (0 <= self.prefix_share <= 1 and 0 <= self.fork_share <= 1 and self.prefix_share + self.fork_share <= 1):
+            raise ValueError("selfplay.prefix_share and selfplay.fork_share must be in [0, 1], their sum at most 1")
+        if not 0 <= self.prefix_max_plies <= MAX_PREFIX_PLIES:
+            raise ValueError(f"selfplay.prefix_max_plies must be in [0, {MAX_PREFIX_PLIES}]")
         if not 0 < self.full_search_prob <= 1:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
         if self.num_workers < -1:
@@ -85,7 +119,10 @@ class GameRecord:
     float32[T]`` (final result for the side to move: +1 win, 0 draw, -1 loss),
     ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
     the game's length and ``first_player_result`` its result for the player
-    who moved first.  With adjudication the values of the positions up to
+    who moved first.  ``start_ply`` stones were on the board when the game's
+    searches began: 0 from the empty board, more after a random prefix or a
+    fork (``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]``
+    is at ply ``start_ply + t`` when every move is recorded.  With adjudication the values of the positions up to
     ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
     for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
     game not adjudicated.  ``num_leaves`` and ``leaf_depth_sum`` are search
@@ -103,13 +140,17 @@ class GameRecord:
     adjudicated_result: int = 0
     num_leaves: int = 0
     leaf_depth_sum: int = 0
+    start_ply: int = 0
+    opening: str = "empty"
 
 
 @dataclass(frozen=True)
 class SelfPlayStats:
     """``adjudicated_rate``: share of the games the solver settled; ``adjudication_flip_rate``:
     share of those whose actual result differs from the solved one (a blunder after that point);
-    ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added."""
+    ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added;
+    ``prefix_rate``/``fork_rate``: share of the games started from a random prefix / a fork;
+    ``mean_start_ply``: mean number of stones on the board at the games' first searched move."""
 
     num_games: int
     num_positions: int
@@ -120,6 +161,9 @@ class SelfPlayStats:
     adjudicated_rate: float = 0.0
     adjudication_flip_rate: float = 0.0
     mean_leaf_depth: float = 0.0
+    prefix_rate: float = 0.0
+    fork_rate: float = 0.0
+    mean_start_ply: float = 0.0
 
 
 class _CountingEvaluator:
@@ -147,6 +191,8 @@ class _Game:
     adjudicated_result: int = 0  # for the first player
     num_leaves: int = 0
     leaf_depth_sum: int = 0
+    start_ply: int = 0
+    opening: str = "empty"
 
 
 def play_games(
@@ -161,15 +207,23 @@ def play_games(
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
 
     ``on_game_done`` is called after each finished game (progress bars).
+    Forks (``config.fork_share``) branch from the positions searched so far in
+    this call, so the first ``num_parallel_games`` games, started together
+    before any search, all start from the empty board or a prefix.
     """
     counter = _CountingEvaluator(evaluator)
     judge = solver.Solver(table_size=1 << 18) if config.adjudicate_empty > 0 else None
+    adjudicate_ply = game.NUM_CELLS - config.adjudicate_empty
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
+    searched: list[tuple[int, int]] = []  # fork sources: every position searched so far
     started = 0
     while started < num_games or in_flight:
         while started < num_games and len(in_flight) < config.num_parallel_games:
-            in_flight.append(_Game(0, 0, 0, [], [], [], []))
+            g = _new_game(config, rng, searched)
+            if judge is not None and g.ply >= adjudicate_ply:
+                _adjudicate(g, judge, config.adjudicate_nodes)  # it started past the adjudication ply
+            in_flight.append(g)
             started += 1
         full = rng.random() < config.full_search_prob
         sims = search.num_simulations if full else min(config.fast_simulations, search.num_simulations)
@@ -191,25 +245,31 @@ def play_games(
         obs = game.encode(positions, masks)
         num_leaves, leaf_depth_sum = _leaf_depths(tree)
         still = []
+        proven_moves = tree.proven_child_values() if config.temperature_late > 0 else None
         for i, g in enumerate(in_flight):
             g.num_leaves += int(num_leaves[i])
             g.leaf_depth_sum += int(leaf_depth_sum[i])
+            if config.fork_share > 0:
+                searched.append((g.position, g.mask))
             if full:
                 g.obs.append(obs[i])
                 g.policy.append(policy[i])
                 g.root_value.append(float(root_value[i]))
                 g.plies.append(g.ply)
-            if not is_gumbel and g.ply < config.temperature_plies and np.isnan(root_proven[i]):
-                p = policy[i].astype(np.float64)
-                col = int(rng.choice(game.NUM_ACTIONS, p=p / p.sum()))
+            early = g.ply < config.temperature_plies
+            temperature = config.temperature_early if early else config.temperature_late
+            if not is_gumbel and temperature > 0 and np.isnan(root_proven[i]):
+                # Late in the game proofs are common: a move proven lost is not drawn (the early
+                # plies keep drawing from the plain visits, as they did before the late temperature).
+                col = sample_col(policy[i], temperature, rng, lost=None if early else proven_moves[i] == -1)
             else:
                 col = int(greedy[i])
             g.position, g.mask = game.play(g.position, g.mask, col)
             g.ply += 1
             result = game.outcome(g.position, g.mask)
             if result is None:
-                if judge is not None and g.ply == game.NUM_CELLS - config.adjudicate_empty:
-                    _adjudicate(g, judge, config.adjudicate_nodes)  # games start empty: each passes this ply once
+                if judge is not None and g.ply == adjudicate_ply:
+                    _adjudicate(g, judge, config.adjudicate_nodes)  # a game that started before it passes it once
                 still.append(g)
                 continue
             record = _finish(g, result)
@@ -218,6 +278,95 @@ def play_games(
                 on_game_done(record)
         in_flight = still
     return records, summarize(records, counter.num_evaluations)
+
+
+def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]]) -> _Game:
+    """A game to start: from the empty board, a random prefix or a fork (``config``'s shares).
+
+    ``searched`` holds the positions searched so far (the fork sources).  A
+    fork with no source to branch from starts from the empty board.
+    """
+    opening, (position, mask) = "empty", game.initial()
+    if config.prefix_share > 0 or config.fork_share > 0:
+        u = rng.random()
+        if u < config.fork_share:
+            forked = fork_position(rng, searched)
+            if forked is not None:
+                opening, (position, mask) = "fork", forked
+        elif u < config.fork_share + config.prefix_share:
+            opening = "prefix"
+            cols = random_prefix(rng, int(rng.integers(0, config.prefix_max_plies + 1)))
+            position, mask = game.from_moves(cols, one_based=False)
+    ply = game.num_stones(mask)
+    return _Game(position, mask, ply, [], [], [], [], start_ply=ply, opening=opening)
+
+
+def sample_col(probs: np.ndarray, temperature: float, rng: np.random.Generator, *,
+               lost: np.ndarray | None = None) -> int:
+    """A column drawn with probability proportional to ``probs ** (1 / temperature)``.
+
+    ``probs float32[7]`` is a root's visit distribution (side to move), ``temperature > 0``.
+    Columns where ``lost bool[7]`` is set (moves proven lost) are left out unless
+    no other column has any probability.
+    """
+    p = probs.astype(np.float64)
+    if lost is not None and (p[~lost] > 0).any():
+        p = np.where(lost, 0.0, p)
+    if temperature != 1.0:  # at 1 the visits are drawn from exactly as they are
+        p = (p / p.max()) ** (1.0 / temperature)
+    return int(rng.choice(game.NUM_ACTIONS, p=p / p.sum()))
+
+
+def _is_quiet(position: int, mask: int) -> bool:
+    """True when the game goes on and the side to move cannot win at once."""
+    return game.outcome(position, mask) is None and not game.winning_cols(position, mask)
+
+
+def random_prefix(rng: np.random.Generator, num_plies: int) -> list[int]:
+    """The columns of ``num_plies`` random moves from the empty board, first player first.
+
+    Each move is drawn uniformly from the legal moves that keep two rules: no
+    move ends the game, and no player to move inside the prefix has a winning
+    move it would leave unplayed (so a move is never one after which the
+    opponent could win at once, except the last, whose reply is searched).
+    A prefix that runs out of such moves is drawn again from the start.
+    ``num_plies`` is at most ``MAX_PREFIX_PLIES``; raises ``ValueError`` otherwise.
+    """
+    if not 0 <= num_plies <= MAX_PREFIX_PLIES:
+        raise ValueError(f"a prefix has 0 to {MAX_PREFIX_PLIES} plies, not {num_plies}")
+    while True:
+        position, mask = game.initial()
+        moves: list[int] = []
+        for ply in range(num_plies):
+            cols = game.legal_cols(mask)
+            if ply < num_plies - 1:
+                cols = [c for c in cols if _is_quiet(*game.play(position, mask, c))]
+            else:
+                cols = [c for c in cols if game.outcome(*game.play(position, mask, c)) is None]
+            if not cols:
+                break
+            moves.append(cols[int(rng.integers(len(cols)))])
+            position, mask = game.play(position, mask, moves[-1])
+        else:
+            return moves
+
+
+def fork_position(rng: np.random.Generator, sources: list[tuple[int, int]], *,
+                  num_tries: int = 8) -> tuple[int, int] | None:
+    """A uniformly drawn position of ``sources`` plus one random legal move, or None.
+
+    The move is drawn uniformly from those that do not end the game, at a source
+    whose side to move has no winning move (it would be left unplayed).  Up to
+    ``num_tries`` sources are drawn before giving up (None, also for no sources).
+    """
+    for _ in range(num_tries if sources else 0):
+        position, mask = sources[int(rng.integers(len(sources)))]
+        if not _is_quiet(position, mask):
+            continue
+        cols = [c for c in game.legal_cols(mask) if game.outcome(*game.play(position, mask, c)) is None]
+        if cols:
+            return game.play(position, mask, cols[int(rng.integers(len(cols)))])
+    return None
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -265,6 +414,8 @@ def _finish(g: _Game, result: int) -> GameRecord:
         adjudicated_result=int(g.adjudicated_result),
         num_leaves=g.num_leaves,
         leaf_depth_sum=g.leaf_depth_sum,
+        start_ply=g.start_ply,
+        opening=g.opening,
     )
 
 
@@ -283,4 +434,7 @@ def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
         adjudication_flip_rate=sum(r.adjudicated_result != r.first_player_result for r in adjudicated)
         / max(len(adjudicated), 1),
         mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
+        prefix_rate=sum(r.opening == "prefix" for r in records) / n,
+        fork_rate=sum(r.opening == "fork" for r in records) / n,
+        mean_start_ply=sum(r.start_ply for r in records) / n,
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16}
+WIDE_HEADS = {"policy_filters": 8, "value_filters": 4, "value_pool": True}
 
 
 def assert_consistent_records(records) -> None:
@@ -19,10 +20,11 @@ def assert_consistent_records(records) -> None:
         assert r.obs.shape == (t, 2, 6, 7) and r.policy.shape == (t, 7)
         np.testing.assert_allclose(r.policy.sum(axis=1), 1, atol=1e-5)
         assert set(np.unique(r.value)) <= {-1.0, 0.0, 1.0}
-        # The first position is the empty board, seen by the first player; every ply is recorded.
-        assert r.obs[0].sum() == 0
+        # The first position is the game's start (the empty board unless a prefix or a fork); every ply is recorded.
+        assert r.obs[0].sum() == r.start_ply and (r.opening != "empty" or r.start_ply == 0)
+        assert r.num_plies == r.start_ply + t
         # The game's result (the solved one up to an adjudication), from the side to move at each ply.
-        ply = np.arange(t)
+        ply = r.start_ply + np.arange(t)
         first_player = np.where(ply <= r.adjudicated_ply, r.adjudicated_result, r.first_player_result)
         np.testing.assert_array_equal(r.value, np.where(ply % 2 == 0, first_player, -first_player))
 
@@ -42,14 +44,15 @@ class UniformEvaluator:
         return np.zeros((len(obs), 7), np.float32), np.zeros(len(obs), np.float32)
 
 
-def make_small_net(seed: int = 0):
-    """A 1x16 net whose BatchNorm layers hold made-up statistics, so that folding them matters."""
+def make_small_net(seed: int = 0, **net_config):
+    """A 1x16 net (``net_config`` overrides its ``NetConfig``) whose BatchNorm layers hold made-up
+    statistics, so that folding them matters."""
     import torch
 
     from connectx_az.network import NetConfig, PolicyValueNet
 
     generator = torch.Generator().manual_seed(seed)
-    net = PolicyValueNet(NetConfig(**SMALL_NET))
+    net = PolicyValueNet(NetConfig(**{**SMALL_NET, **net_config}))
     with torch.no_grad():
         for p in net.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
@@ -78,6 +81,16 @@ def small_onnx(small_net, tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("onnx") / "small.onnx"
     export_onnx(small_net, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def wide_onnx(tmp_path_factory) -> Path:
+    """Path of a small net with wide heads and a pooled value head, exported as float32 ONNX."""
+    from connectx_az.export import export_onnx
+
+    path = tmp_path_factory.mktemp("onnx_wide") / "wide.onnx"
+    export_onnx(make_small_net(3, **WIDE_HEADS), path)
     return path
 
 

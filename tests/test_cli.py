@@ -13,6 +13,7 @@ import pytest
 from connectx_az import cli, game
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ONNX = ROOT / "connectx_az" / "models" / "default.onnx"
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -93,12 +94,25 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
 def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path: Path) -> None:
     import json
 
-    result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "5", "--sims", "4", "--json")
+    result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "5", "--sims", "4", "--json",
+                  "--compare", str(DEFAULT_ONNX))
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    assert list(rows) == ["policy", "mcts4"]
+    assert list(rows) == ["policy", "mcts4", "value", "value_children"]
     assert {name: v["n"] for name, v in rows["mcts4"].items()} == {"Begin-Hard": 5, "End-Easy": 5}
     assert all(0 <= v["mistake_rate"] <= v["strict_rate"] <= 1 for v in rows["policy"].values())
+    assert {name: v["n"] for name, v in rows["value"].items()} == {"Begin-Hard": 5, "End-Easy": 5}
+    assert all(0 <= v["accuracy"] <= 1 and v["n"] > 5 for v in rows["value_children"].values())
+    # the shipped model against itself: the same grades, nothing gained or lost
+    for row in rows.values():
+        for v in row.values():
+            assert v["control"] == {k: x for k, x in v.items()
+                                    if k in ("n", "mistake_rate", "strict_rate", "accuracy", "mistakes")}
+            assert v["only_this_right"] == v["only_control_right"] == 0
+    text = _run("eval", "pons", "--sets", "Begin-Hard", "--limit", "3", "--sims").stdout
+    assert "value_children" in text and "W/D/L accuracy" in text and "Begin-Hard 3" in text
+    refused = _run("eval", "pons", "--submission", "submission.py", "--compare", str(DEFAULT_ONNX))
+    assert refused.returncode != 0 and "--compare pairs two ONNX models" in refused.stderr
 
     assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
     result = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--sets", "End-Easy",
@@ -115,7 +129,8 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
     rows = json.loads(result.stdout)
     for mode in rows:
         for row in rows[mode].values():
-            assert len(row["mistakes"]) == round(row["mistake_rate"] * row["n"])
+            rate = row["mistake_rate"] if "mistake_rate" in row else 1 - row["accuracy"]
+            assert len(row["mistakes"]) == round(rate * row["n"])
     done = _run("eval", "paired", f"{graded}:mcts2", f"{graded}:mcts8", "--json")
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout)

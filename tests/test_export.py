@@ -86,7 +86,8 @@ def test_model_card(small_onnx):
     info = export.model_card(small_onnx)
     data = small_onnx.read_bytes()
     assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["num_bytes"] == len(data)
-    assert info["net"] == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "label": "1x16"}
+    assert info["net"] == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 2,
+                           "value_filters": 1, "value_pool": False, "label": "1x16"}
     assert info["opset"] == export.OPSET and "Conv" in info["ops"]
 
 

@@ -8,6 +8,7 @@ No GPU is needed: each test tells torch what GPU it has (a P100 under a CUDA
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,3 +144,44 @@ def test_a_gpu_torch_cannot_use_is_refused_before_the_run_folder_is_written(
     with pytest.raises(config.ConfigError, match="compute capability 6.0"):
         train.run(tmp_path / "run", cfg, progress=False)
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- head widths
+
+
+def test_default_heads_are_the_architecture_of_old_checkpoints(tmp_path) -> None:
+    shapes = {k: tuple(v.shape) for k, v in network.PolicyValueNet(network.NetConfig()).state_dict().items()}
+    assert shapes["policy_conv.0.weight"] == (2, 64, 1, 1) and shapes["policy_fc.weight"] == (7, 84)
+    assert shapes["value_conv.0.weight"] == (1, 64, 1, 1) and shapes["value_fc1.weight"] == (64, 42)
+    # The shipped model was saved before the head keys existed: it loads as that architecture.
+    shipped, data = network.load_checkpoint(Path(network.__file__).parent / "models" / "default.pt")
+    assert "value_filters" not in data["net_config"] and shipped.config == network.NetConfig()
+    # So does a run's config.json from then.
+    old = config.to_dict(config.make_config("cpu"))
+    for key in ("policy_filters", "value_filters", "value_pool"):
+        del old["net"][key]
+    assert config.from_dict(old).net == network.NetConfig()
+
+
+def test_wide_heads_with_pooling_and_a_warm_start_from_a_narrow_net(tmp_path) -> None:
+    wide = network.NetConfig(num_blocks=1, num_filters=16, policy_filters=32, value_filters=32, value_pool=True)
+    assert wide.label == "1x16 p32 v32+pool"
+    net = network.PolicyValueNet(wide).eval()
+    logits, value = net(torch.zeros(3, 2, 6, 7))
+    assert logits.shape == (3, 7) and value.shape == (3,)
+    assert net.value_fc1.in_features == 32 * 42 + 16 and net.policy_fc.in_features == 32 * 42
+    narrow = network.PolicyValueNet(network.NetConfig(num_blocks=1, num_filters=16))
+    path = tmp_path / "narrow.pt"
+    network.save_checkpoint(path, narrow)
+    with pytest.raises(network.CheckpointError, match="holds a 1x16 network but a 1x16 p32 v32"):
+        network.load_into(net, path)
+    fresh = network.load_into(net, path, heads_may_differ=True)
+    assert fresh == ["policy_conv", "policy_fc", "value_conv", "value_fc1"]
+    for name, tensor in narrow.state_dict().items():
+        if name.split(".")[0] not in fresh:
+            assert torch.equal(net.state_dict()[name], tensor), name
+    other_tower = network.PolicyValueNet(network.NetConfig(num_blocks=2, num_filters=16, value_filters=32))
+    with pytest.raises(network.CheckpointError, match="holds a 1x16 network"):
+        network.load_into(other_tower, path, heads_may_differ=True)
+    with pytest.raises(config.ConfigError, match="value_filters"):
+        config.make_config("smoke", overrides=["net.value_filters=0"])

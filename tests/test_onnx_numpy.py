@@ -52,10 +52,57 @@ def test_matches_onnxruntime_fp16(small_onnx, small_onnx16):
 
 def test_net_shape_and_metadata(small_onnx):
     model = onnx_numpy.NumpyOnnxModel(small_onnx.read_bytes())
-    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "label": "1x16"}
+    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 2,
+                                 "value_filters": 1, "value_pool": False, "label": "1x16"}
     assert model.input_name == "obs" and model.output_names == ["logits", "value"]
     assert model.input_shape[1:] == (2, 6, 7)
     assert export.NET_CONFIG_KEY in model.metadata
+
+
+def test_wide_heads_with_pooling_match_onnxruntime(wide_onnx, tmp_path):
+    data = wide_onnx.read_bytes()
+    model = onnx_numpy.NumpyOnnxModel(data)
+    assert {"GlobalAveragePool", "Concat"} <= model.ops
+    assert model.net_shape() == {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 8,
+                                 "value_filters": 4, "value_pool": True, "label": "1x16 p8 v4+pool"}
+    obs = export.random_positions(64, np.random.default_rng(13))
+    for batch in (obs, obs[:1]):
+        ref_logits, ref_value = export.OnnxRuntimeEvaluator(data).evaluate(batch)
+        logits, value = model.evaluate(batch)
+        assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
+    # and with float16 weights
+    from conftest import WIDE_HEADS, make_small_net
+
+    path16 = tmp_path / "wide16.onnx"
+    export.export_onnx(make_small_net(3, **WIDE_HEADS), path16, float16=True)
+    ref_logits, ref_value = export.OnnxRuntimeEvaluator(path16).evaluate(obs)
+    logits, value = onnx_numpy.NumpyOnnxModel(path16.read_bytes()).evaluate(obs)
+    assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
+
+
+def test_pooling_and_concat_ops_match_onnxruntime():
+    """x[B,3,6,7] -> GlobalAveragePool -> Flatten, concatenated after Flatten(x), on either axis spelling."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["pf"], axis=1),
+        helper.make_node("Flatten", ["x"], ["xf"], axis=1),
+        helper.make_node("Concat", ["xf", "pf"], ["y"], axis=1),
+        helper.make_node("Concat", ["pf", "xf", "pf"], ["z"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 3, 6, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 129]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["B", 132])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    data = model.SerializeToString()
+    x = np.random.default_rng(2).standard_normal((5, 3, 6, 7)).astype(np.float32)
+    got = onnx_numpy.NumpyOnnxModel(data).run(x)
+    ref = _ort(data, x)
+    assert got["y"].shape == ref[0].shape == (5, 129) and got["z"].shape == ref[1].shape
+    assert np.abs(got["y"] - ref[0]).max() <= 1e-6 and np.abs(got["z"] - ref[1]).max() <= 1e-6
 
 
 def _handmade_model(*, raw: bool) -> bytes:

@@ -73,3 +73,139 @@ def test_mcts_with_a_network_is_legal_everywhere() -> None:
     mcts.search(tree, TorchEvaluator(net), mcts.SearchConfig(num_simulations=50))
     assert game.is_legal(mask, int(mcts.best_cols(tree)[0]))
     assert tree.root_visits()[0, 0] == 0 and tree.root_visits()[0, 1] == 0
+
+
+# --------------------------------------------------------------------------- openings and temperature
+
+
+def _replay_rules_hold(cols: list[int]) -> None:
+    """No prefix move ends the game, and no side to move inside the prefix could have won at once."""
+    position, mask = game.initial()
+    for ply, col in enumerate(cols):
+        assert ply == 0 or game.winning_cols(position, mask) == [], (cols, ply)
+        position, mask = game.play(position, mask, col)
+        assert game.outcome(position, mask) is None, (cols, ply)
+
+
+def test_random_prefixes_keep_the_rules_and_spread_over_the_columns() -> None:
+    rng = np.random.default_rng(0)
+    for num_plies in (0, 1, 7, 12, 20, selfplay.MAX_PREFIX_PLIES):
+        for _ in range(60):
+            cols = selfplay.random_prefix(rng, num_plies)
+            assert len(cols) == num_plies
+            _replay_rules_hold(cols)
+    # Each move is uniform over the allowed columns: the first one over all seven.
+    first = np.bincount([selfplay.random_prefix(rng, 1)[0] for _ in range(3500)], minlength=7) / 3500
+    np.testing.assert_allclose(first, 1 / 7, atol=0.025)
+    with pytest.raises(ValueError, match="plies"):
+        selfplay.random_prefix(rng, selfplay.MAX_PREFIX_PLIES + 1)
+
+
+# x to move has three in a row at the bottom: a fork from here would leave the win unplayed.
+THREAT = """
+.......
+.......
+.......
+.......
+ooo....
+xxx....
+"""
+# Nobody can win at once; column 6 is full.
+QUIET = """
+......x
+......o
+......x
+......o
+......x
+...x..o
+"""
+
+
+def test_forks_branch_with_one_move_and_never_from_a_winning_position() -> None:
+    rng = np.random.default_rng(1)
+    assert selfplay.fork_position(rng, []) is None
+    assert selfplay.fork_position(rng, [game.from_ascii(THREAT)]) is None
+    source = game.from_ascii(QUIET)
+    children = {game.play(*source, c) for c in game.legal_cols(source[1])}
+    assert len(children) == 6
+    seen = {selfplay.fork_position(rng, [source]) for _ in range(200)}
+    assert seen == children  # every legal move, and only those, leads to a fork
+
+
+def test_prefix_and_fork_games_start_where_they_say(make_net) -> None:
+    cfg = config.make_config("smoke", overrides=["selfplay.prefix_share=0.5", "selfplay.fork_share=0.5",
+                                                 "selfplay.prefix_max_plies=10", "selfplay.num_parallel_games=3"])
+    records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 16, cfg.selfplay, cfg.mcts,
+                                         np.random.default_rng(2))
+    assert_consistent_records(records)
+    kinds = [r.opening for r in records]
+    assert "prefix" in kinds and "fork" in kinds
+    assert stats.prefix_rate == kinds.count("prefix") / 16 and stats.fork_rate == kinds.count("fork") / 16
+    assert stats.mean_start_ply == np.mean([r.start_ply for r in records])
+    assert all(r.start_ply <= 10 for r in records if r.opening == "prefix")
+    # A fork starts one move after a position searched in the same call (here all are recorded).
+    searched = {game.decode(o) for r in records for o in r.obs}
+    for r in (r for r in records if r.opening == "fork"):
+        start = game.decode(r.obs[0])
+        assert any(game.play(*parent, c) == start for parent in searched
+                   if game.num_stones(parent[1]) == r.start_ply - 1 for c in game.legal_cols(parent[1]))
+    with pytest.raises(config.ConfigError, match="prefix_share"):
+        config.make_config("smoke", overrides=["selfplay.prefix_share=0.7", "selfplay.fork_share=0.5"])
+    with pytest.raises(config.ConfigError, match="prefix_max_plies"):
+        config.make_config("smoke", overrides=["selfplay.prefix_max_plies=31"])
+
+
+def test_switches_off_play_the_same_games() -> None:
+    # With no shares and the default temperatures nothing extra is drawn from the generator,
+    # so the games do not depend on the settings that are switched off.
+    base = config.make_config("smoke")
+    other = config.make_config("smoke", overrides=["selfplay.prefix_max_plies=20", "selfplay.temperature_late=0"])
+    net = PolicyValueNet(base.net)
+    runs = [selfplay.play_games(TorchEvaluator(net), 4, c.selfplay, c.mcts, np.random.default_rng(3))[0]
+            for c in (base, other)]
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a.obs, b.obs)
+        np.testing.assert_array_equal(a.policy, b.policy)
+
+
+def test_sampling_temperature_sharpens_the_visits_and_skips_proven_losses() -> None:
+    probs = np.array([0.5, 0.3, 0.2, 0, 0, 0, 0], np.float32)
+    rng = np.random.default_rng(4)
+    n = 4000
+    for temperature in (1.0, 0.3):
+        counts = np.bincount([selfplay.sample_col(probs, temperature, rng) for _ in range(n)], minlength=7)
+        expected = probs.astype(np.float64) ** (1 / temperature)
+        np.testing.assert_allclose(counts / n, expected / expected.sum(), atol=0.025)
+    lost = np.array([True, False, False, False, False, False, False])
+    assert {selfplay.sample_col(probs, 0.3, rng, lost=lost) for _ in range(200)} == {1, 2}
+    only = np.array([1, 0, 0, 0, 0, 0, 0], np.float32)  # every move with visits is lost: play it anyway
+    assert selfplay.sample_col(only, 1.0, rng, lost=lost) == 0
+    with pytest.raises(config.ConfigError, match="temperature"):
+        config.make_config("smoke", overrides=["selfplay.temperature_late=-1"])
+
+
+def test_a_late_temperature_keeps_sampling_after_the_opening(make_net) -> None:
+    # Greedy after ply 0: one game of a fixed net repeats itself; at temperature 1 throughout they differ.
+    evaluator = TorchEvaluator(make_net(0))
+    greedy = config.make_config("smoke", overrides=["selfplay.temperature_plies=0", "mcts.dirichlet_fraction=0"])
+    sampled = config.override(greedy, ["selfplay.temperature_late=1.0"])
+    games = {}
+    for name, cfg in (("greedy", greedy), ("sampled", sampled)):
+        records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(5))
+        assert_consistent_records(records)
+        games[name] = {r.obs.tobytes() for r in records}
+    assert len(games["greedy"]) == 1 and len(games["sampled"]) > 1
+
+
+def test_a_game_that_starts_past_the_adjudication_ply_is_adjudicated_at_its_start(make_net) -> None:
+    empty = 16  # ply 26; prefixes of up to 30 plies start on either side of it
+    cfg = config.make_config("smoke", overrides=["selfplay.prefix_share=1", "selfplay.prefix_max_plies=30",
+                                                 f"selfplay.adjudicate_empty={empty}"])
+    records, _ = selfplay.play_games(TorchEvaluator(make_net(0)), 16, cfg.selfplay, cfg.mcts,
+                                     np.random.default_rng(6))
+    assert_consistent_records(records)
+    late = [r for r in records if r.start_ply >= game.NUM_CELLS - empty]
+    assert late, "no prefix started past the adjudication ply: the test does not check that case"
+    assert all(r.adjudicated_ply == r.start_ply for r in late)
+    early = [r for r in records if r.start_ply < game.NUM_CELLS - empty < r.num_plies]
+    assert early and all(r.adjudicated_ply == game.NUM_CELLS - empty for r in early)

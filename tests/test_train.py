@@ -88,6 +88,26 @@ def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
         train.run(tmp_path / "run", cfg, init_model=other, progress=False)
 
 
+def test_warm_start_with_wider_heads_keeps_the_tower(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import torch
+
+    from connectx_az import train
+    from connectx_az.network import save_checkpoint
+
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=2",
+                                                 "train.steps_per_generation=0", "net.value_filters=4"])
+    narrow = PolicyValueNet(config.make_config("smoke").net)
+    save_checkpoint(tmp_path / "narrow.pt", narrow)
+    with caplog.at_level(logging.INFO, logger="connectx_az.train"):
+        ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "narrow.pt", progress=False)
+    assert "new weights for value_conv, value_fc1" in caplog.text
+    trained, _ = load_checkpoint(ckpt)
+    assert trained.config.value_filters == 4
+    assert torch.equal(trained.stem[0].weight, narrow.stem[0].weight)  # no training steps: the tower as loaded
+
+
 def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Path) -> None:
     from connectx_az import train
 

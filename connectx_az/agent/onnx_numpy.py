@@ -6,7 +6,8 @@ protobuf wire format and executes only the handful of operators that
 ``connectx_az.export`` produces::
 
     Conv (any square kernel, symmetric pads, stride 1, group 1), Relu, Add,
-    Flatten, Gemm, Tanh, Squeeze, Unsqueeze, Reshape, Constant, Identity, Cast
+    Flatten, Gemm, Tanh, Squeeze, Unsqueeze, Reshape, Constant, Identity, Cast,
+    GlobalAveragePool, Concat (the last two for a value head with pooling)
 
 Any other operator is rejected with a ``ValueError`` when the model is loaded,
 never half-way through a game.  Bytes that are not a valid model (truncated,
@@ -424,6 +425,14 @@ def _dense_op(node: _Node, args: list, opset: int) -> np.ndarray:
         if len(args) > 2 and args[2] is not None:
             y = y + float(node.attrs.get("beta", 1.0)) * args[2]
         return y
+    if op == "GlobalAveragePool":
+        if x.ndim < 3:
+            raise ValueError(f"GlobalAveragePool {node.name!r}: expected [N, C, spatial...], got shape {x.shape}")
+        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)
+    if op == "Concat":
+        if "axis" not in node.attrs:
+            raise ValueError(f"Concat {node.name!r}: no axis attribute")
+        return np.concatenate([np.asarray(a) for a in args], axis=int(node.attrs["axis"]))
     if op == "Constant":
         for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
             if key in node.attrs:
@@ -437,7 +446,7 @@ def _dense_op(node: _Node, args: list, opset: int) -> np.ndarray:
 
 SUPPORTED_OPS = frozenset(
     ("Conv", "Relu", "Add", "Flatten", "Gemm", "Tanh", "Squeeze", "Unsqueeze", "Reshape",
-     "Constant", "Identity", "Cast")
+     "Constant", "Identity", "Cast", "GlobalAveragePool", "Concat")
 )
 
 
@@ -701,15 +710,24 @@ class NumpyOnnxModel:
                 np.ascontiguousarray(value, np.float32).reshape(-1))
 
     def net_shape(self) -> dict[str, object]:
-        """``num_blocks``/``num_filters``/``value_hidden``/``label`` recovered from the graph, or {}.
+        """The net config recovered from the graph, with its ``label``, or {}.
 
-        Our net has a stem conv, two 3x3 convs per residual block, 1x1 policy and
-        value convs, and Gemms ``[84->7]``, ``[42->hidden]``, ``[hidden->1]``.
+        Our net has a stem conv, two 3x3 convs per residual block, 1x1 policy
+        and value convs (in that order), Gemms ``[policy_filters*42->7]``,
+        ``[value features->hidden]``, ``[hidden->1]``, and a GlobalAveragePool
+        only with ``value_pool``.  The label is ``network.NetConfig.label``'s.
         """
         square = [s for s in self.conv_shapes if s[2:] == (3, 3)]
+        pointwise = [s for s in self.conv_shapes if s[2:] == (1, 1)]
         value_out = [s for s in self.gemm_shapes if s[1] == 1]
-        if not square or len(square) % 2 != 1 or not value_out:
+        if not square or len(square) % 2 != 1 or not value_out or len(pointwise) != 2:
             return {}
         blocks, filters, hidden = (len(square) - 1) // 2, int(square[0][0]), int(value_out[0][0])
+        policy_filters, value_filters = int(pointwise[0][0]), int(pointwise[1][0])
+        value_pool = "GlobalAveragePool" in self.ops
+        label = f"{blocks}x{filters}"
+        if (policy_filters, value_filters, value_pool) != (2, 1, False):
+            label += f" p{policy_filters} v{value_filters}" + ("+pool" if value_pool else "")
         return {"num_blocks": blocks, "num_filters": filters, "value_hidden": hidden,
-                "label": f"{blocks}x{filters}"}
+                "policy_filters": policy_filters, "value_filters": value_filters, "value_pool": value_pool,
+                "label": label}
