@@ -94,7 +94,7 @@ class AgentConfig:
             raise ValueError("default_act_timeout must be > 0 and tree_capacity >= 2")
         if any(not 0 <= share <= 1 for _, share in self.solver_schedule):
             raise ValueError("solver shares must be in [0, 1]")
-        if any(b not in backends.BACKENDS for b in self.backends):
+        if any(b not in backends.KNOWN_BACKENDS for b in self.backends):
             raise ValueError(f"unknown backend in {self.backends}")
 
 
