@@ -6,10 +6,13 @@ worker processes, the tree work runs in them and the network here.  With
 ``--evaluator free`` the network is replaced by one that costs almost nothing,
 so the figure is the tree work's own rate.
 ``agent``: simulations per second of the submission's search for each
-inference backend, next to that backend's raw single-position rate; then, for
-a freshly built ``submission.py`` run as Kaggle runs it (fresh interpreter,
-onnxruntime, torch and the package blocked), the load time of a game's first
-move and the process's peak memory after a few full-budget moves.
+inference backend (onnxruntime, torch, numpy: those that import), next to
+that backend's raw rates, timed in turns; torch's import and set-up in a fresh
+interpreter; then, for a freshly built ``submission.py`` run as Kaggle runs it
+(fresh interpreter, onnxruntime, torch and the package blocked), the load time
+of a game's first move and the process's peak memory after a few full-budget
+moves; optionally (``bench_game``) the numpy and torch backends over a whole
+scripted game with the model's load charged to its first move.
 """
 
 from __future__ import annotations
@@ -146,12 +149,13 @@ _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_e
 
 def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None,
         workers: list[int] | None = None, preset: str = "cpu", evaluator: str = "network",
-        device: str | None = None, precision: str | None = None) -> dict[str, Any]:
+        device: str | None = None, precision: str | None = None, game_repeats: int = 0) -> dict[str, Any]:
     """One benchmark's figures.
 
     ``batches`` and ``workers`` (selfplay) add one row per (worker-process count,
     games-in-flight count); either alone varies just that one.  ``preset``,
-    ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``.
+    ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``;
+    ``game_repeats`` (agent): see ``bench_agent``.
     """
     if what == "selfplay":
         ckpt = Path(model).with_suffix(".pt")
@@ -165,24 +169,35 @@ def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int
         return {**{k: v for k, v in rows[-1].items() if k not in _SCALING_KEYS},
                 "scaling": [{k: r[k] for k in _SCALING_KEYS if k in r} for r in rows]}
     if what == "agent":
-        return bench_agent(model, seconds=seconds)
+        return bench_agent(model, seconds=seconds, game_repeats=game_repeats)
     raise ValueError(f"unknown benchmark {what!r}")
 
 
 def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int = 8,
-                num_moves: int = 3) -> dict[str, Any]:
-    """Per backend: the submission search's simulations per second and the raw eval rate.
+                num_moves: int = 3, game_repeats: int = 0) -> dict[str, Any]:
+    """Per backend: the submission search's simulations per second and the raw eval rates.
 
     Uses the agent's own evaluator factory and search settings
     (``template.CONFIG``) on Middle-Medium Pons positions, one fresh tree per
-    position searched for ``seconds / num_positions``; the raw rate is
-    single-position calls of the same evaluator, timed for half as long in
-    slices alternating with the searches.  Pin the process to one core
-    (``taskset -c 0``) to match Kaggle; the child process inherits the pinning.
+    position searched for ``seconds / num_positions``; the raw rates are
+    single-position calls (``raw_evals_per_s``) and calls of ``num_parallel``
+    positions (``raw_batch_evals_per_s``) of the same evaluator, each timed for
+    a quarter as long.  Every backend (``backends.KNOWN_BACKENDS`` that load
+    here) gets its slices of each position in turn, so a change in the
+    machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's
+    figures by the numpy runtime's (``sims_vs_numpy``, ``raw_vs_numpy``,
+    ``batch_vs_numpy``).  Pin the process to one core
+    (``taskset -c 1``) to match Kaggle; the child processes inherit the pinning.
 
+    ``torch_load`` (where torch imports) is a fresh interpreter's ``import
+    torch``, building the model and its first two calls (one position, then
+    ``num_parallel``): what the torch backend adds to a game's first move.
     Then builds ``submission.py`` for the same model and adds what
     ``bench_submission`` measures: ``load_seconds``, ``peak_rss_mb`` and a
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
+    With ``game_repeats`` > 0, ``game_numpy``, ``game_torch`` and
+    ``game_torch_vs_numpy`` hold ``bench_game``'s comparison of the two
+    backends over a whole scripted game.
     """
     from connectx_az import mcts, pons
     from connectx_az.agent import backends, template
@@ -191,52 +206,106 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     if not path.is_file():
         raise FileNotFoundError(f"model {path} not found; pass --model PATH.onnx")
     data = path.read_bytes()
+    num_parallel = template.CONFIG.search.num_parallel
     positions = [pons.position_of(p) for p in pons.load_set("Middle-Medium", limit=num_positions)]
     obs = game.encode(np.array([p for p, _ in positions], np.uint64), np.array([m for _, m in positions], np.uint64))
-    result: dict[str, Any] = {"model": path.name, "num_parallel": template.CONFIG.search.num_parallel}
-    for backend in ("onnxruntime", "numpy"):
+    batch = np.resize(obs, (num_parallel, *obs.shape[1:]))
+    result: dict[str, Any] = {"model": path.name, "num_parallel": num_parallel}
+    evaluators = {}
+    for backend in backends.KNOWN_BACKENDS:
         try:
-            evaluator = backends.make_evaluator(backend, data)
+            evaluators[backend] = backends.make_evaluator(backend, data)
         except ImportError:
             result[backend] = {"available": False}
             continue
-        # The raw rate and the search alternate, one slice each per position, so a
-        # change in the machine's load moves both figures alike, not just one.
-        evaluator.evaluate(obs[:1])
-        raw_calls = raw_seconds = sims = search_seconds = 0.0
-        for i, (position, mask) in enumerate(positions):
-            single = obs[i : i + 1]
-            start = time.perf_counter()
-            while (elapsed := time.perf_counter() - start) < seconds / 2 / len(positions):
-                evaluator.evaluate(single)
-                raw_calls += 1
-            raw_seconds += elapsed
+        evaluators[backend].evaluate(obs[:1])
+        evaluators[backend].evaluate(batch)
+    totals = {b: dict.fromkeys(("raw", "raw_s", "batch", "batch_s", "sims", "search_s"), 0.0) for b in evaluators}
+    slice_seconds = seconds / len(positions)
+    for i, (position, mask) in enumerate(positions):
+        single = obs[i : i + 1]
+        for backend, evaluator in evaluators.items():
+            t = totals[backend]
+            for key, x in (("raw", single), ("batch", batch)):
+                start = time.perf_counter()
+                while (elapsed := time.perf_counter() - start) < slice_seconds / 4:
+                    evaluator.evaluate(x)
+                    t[key] += len(x)
+                t[key + "_s"] += elapsed
             tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=4096)
             start = time.perf_counter()
-            sims += mcts.search(tree, evaluator, template.CONFIG.search, deadline=start + seconds / len(positions))
-            search_seconds += time.perf_counter() - start
-        raw = raw_calls / raw_seconds
-        sims_per_s = sims / search_seconds
-        result[backend] = {"available": True, "sims_per_s": round(sims_per_s, 1),
-                           "raw_evals_per_s": round(raw, 1), "ratio": round(sims_per_s / raw, 3)}
+            t["sims"] += mcts.search(tree, evaluator, template.CONFIG.search, deadline=start + slice_seconds)
+            t["search_s"] += time.perf_counter() - start
+    rates = {b: {"sims_per_s": t["sims"] / t["search_s"], "raw_evals_per_s": t["raw"] / t["raw_s"],
+                 "raw_batch_evals_per_s": t["batch"] / t["batch_s"]} for b, t in totals.items()}
+    for backend, r in rates.items():
+        result[backend] = {"available": True, **{k: round(v, 1) for k, v in r.items()},
+                           "ratio": round(r["sims_per_s"] / r["raw_evals_per_s"], 3)}
+        if backend != "numpy" and "numpy" in rates:
+            for key, label in (("sims_per_s", "sims"), ("raw_evals_per_s", "raw"), ("raw_batch_evals_per_s", "batch")):
+                result[backend][f"{label}_vs_numpy"] = round(r[key] / rates["numpy"][key], 3)
+    if "torch" in evaluators:
+        result["torch_load"] = _torch_load_probe(path, num_parallel)
     probe = bench_submission(path, num_moves=num_moves)
     result["load_seconds"] = probe.pop("load_seconds")
     result["peak_rss_mb"] = probe.pop("peak_rss_mb")
     result["submission"] = probe
+    if game_repeats > 0:
+        played = bench_game(path, repeats=game_repeats)
+        result["game"] = f"{played['moves']} moves a game, {played['repeats']} game(s) a runtime, {played['clock']}"
+        result.update({f"game_{key}": played[key] for key in ("numpy", "torch", "torch_vs_numpy") if key in played})
     return {**result, **_machine()}
+
+
+# Runs in a fresh interpreter with numpy imported first, as in Kaggle's harness.
+# argv: model path, batch size.  Prints one JSON line.
+_TORCH_LOAD_PROBE = textwrap.dedent('''
+    import json, sys, time
+    import numpy
+
+    start = time.perf_counter()
+    import torch
+    imported = time.perf_counter()
+    from connectx_az.agent import onnx_torch
+    data = open(sys.argv[1], "rb").read()
+    loaded = time.perf_counter()
+    model = onnx_torch.TorchOnnxModel(data)
+    built = time.perf_counter()
+    model.evaluate(numpy.zeros((1, 2, 6, 7), numpy.uint8))
+    model.evaluate(numpy.zeros((int(sys.argv[2]), 2, 6, 7), numpy.uint8))
+    done = time.perf_counter()
+    print(json.dumps({"import_seconds": imported - start, "build_seconds": built - loaded,
+                      "first_calls_seconds": done - built, "torch": torch.__version__}))
+''')
+
+
+def _torch_load_probe(model: Path, num_parallel: int, timeout: float = 300.0) -> dict[str, Any]:
+    """``import torch`` and the torch backend's set-up in a fresh interpreter (see ``bench_agent``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run([sys.executable, "-c", _TORCH_LOAD_PROBE, str(model), str(num_parallel)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"torch load probe failed: {done.stderr.strip().splitlines()[-1:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
 # Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle.
 # argv: submission path, number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
 _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
-    import json, resource, sys, time
+    import json, sys, time
 
-    def peak_rss_mb():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    def status_mb(field):
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024  # kB
 
     def rss_mb():
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+        return status_mb("VmRSS:")
+
+    def peak_rss_mb():
+        # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a
+        # child started by a large parent (torch loaded) would report the parent's size.
+        return status_mb("VmHWM:")
 
     submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     rss_before = rss_mb()
@@ -291,7 +360,7 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
     Kaggle's harness), decoding the embedded model with the numpy backend
     (onnxruntime is blocked, as on Kaggle) and one tiny search of
     ``num_parallel`` simulations: what a game's first move pays before it can
-    search.  ``peak_rss_mb`` is the child's ``ru_maxrss`` after ``num_moves``
+    search.  ``peak_rss_mb`` is the child's peak resident size (``VmHWM``) after ``num_moves``
     full-budget moves at ``act_timeout`` with ``overage`` in the bank (Kaggle's
     clock by default).  Raises ``RuntimeError`` if the child fails.
     """
@@ -322,6 +391,143 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
         "move_seconds": [m["seconds"] for m in moves], "move_simulations": [m["simulations"] for m in moves],
         "tree_nodes": out["tree_nodes"],
     }
+
+
+# Runs in a fresh interpreter that imitates Kaggle's sandbox (the blocked packages are passed in):
+# the built submission's own Agent, with the backend order given, plays the first player's moves
+# of a scripted game under Kaggle's clock (the bank pays each move's excess over actTimeout),
+# loading its model inside the first move as a real game does.  Each move waits for a line on
+# stdin and answers with one JSON line, so the parent can make two runtimes take turns.
+# argv: submission, comma-separated backends, moves string (1-based columns), actTimeout, bank.
+_GAME_PROBE = textwrap.dedent('''
+    import dataclasses, json, sys, time
+
+    submission, order, line, act_timeout, bank = sys.argv[1:6]
+    act_timeout, bank = float(act_timeout), float(bank)
+    sys.stdin.readline()  # executing the file belongs to the first move's turn
+    agent, env = exec_submission(submission)
+    template, game = env["_template"], env["_MODULES"]["game"]
+    config = dataclasses.replace(template.CONFIG, backends=tuple(order.split(",")))
+    player = template.Agent(config, model_b64=env["MODEL_B64"], model_sha256=env["MODEL_SHA256"],
+                            preload_seconds=env["_agent"].preload_seconds)
+    position, mask = 0, 0
+    for ply, char in enumerate(line):
+        if ply % 2 == 0:
+            if ply:
+                sys.stdin.readline()
+            obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, ply, bank, act_timeout)
+            start = time.perf_counter()
+            col = player(obs, cfg)
+            seconds = time.perf_counter() - start
+            bank -= max(0.0, seconds - act_timeout)
+            print(json.dumps({"seconds": seconds, "simulations": int(player.info.get("simulations", 0)),
+                              "source": player.info.get("source"), "bank": bank}), flush=True)
+        position, mask = game.play(position, mask, int(char) - 1)
+    with open("/proc/self/status") as status:
+        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print(json.dumps({"backend": player.backend, "load_error": player.load_error,
+                      "load_seconds": player.load_seconds, "peak_rss_mb": peak_kb / 1024}), flush=True)
+''')
+
+#: the runtimes ``bench_game`` compares: (label, backend order, packages blocked)
+GAME_RUNTIMES = (("numpy", ("numpy",), kaggle_io.KAGGLE_BLOCKED),
+                 ("torch", ("torch", "numpy"), ("connectx_az", "onnxruntime")))
+
+
+def game_line() -> str:
+    """The scripted game of ``bench_game``: the longest End-Easy line of the Pons sets (41 plies)."""
+    from connectx_az import pons
+
+    return max(pons.load_set("End-Easy"), key=lambda p: p.num_plies).moves
+
+
+def _read_line(proc: subprocess.Popen, label: str, errors: Path) -> dict[str, Any]:
+    """The child's next JSON line; ``RuntimeError`` with its last error line if it stopped instead."""
+    text = proc.stdout.readline()
+    if not text:
+        proc.wait()
+        last = errors.read_text().strip().splitlines()[-1:]
+        raise RuntimeError(f"game probe ({label}) failed: {last}")
+    return json.loads(text)
+
+
+def bench_game(model: str | Path, *, repeats: int = 1, max_moves: int | None = None, act_timeout: float = 2.0,
+               overage: float = 60.0) -> dict[str, Any]:
+    """The numpy and torch backends over one game's worth of moves, the model's load charged to the first.
+
+    Builds ``submission.py`` for ``model``; per runtime of ``GAME_RUNTIMES``
+    (``numpy``: torch blocked; ``torch``: only onnxruntime blocked, torch tried
+    first) a fresh interpreter plays the first player's moves of
+    ``game_line()`` (``max_moves`` of them: all 21 by default) under Kaggle's
+    clock, whatever the agent would have played, so both runtimes search the
+    same positions with the same budgets.  The two play side by side and take
+    turns move by move (which goes first alternates between the ``repeats``
+    games), so a change in the machine's load reaches both alike.  Per runtime:
+    ``backend``, ``load_seconds`` (of the first move; torch's import included),
+    the first move's ``seconds`` and simulations, ``simulations`` over all
+    moves and ``move_simulations`` per move (sums over the repeats), ``bank_left`` (the least of the repeats) and
+    ``peak_rss_mb`` (the child's ``VmHWM``, the most of the repeats).  Raises
+    ``RuntimeError`` if a child fails.
+    """
+    from connectx_az.agent import builder
+
+    line = game_line()
+    if max_moves is not None:
+        line = line[: 2 * max_moves - 1]
+    num_moves = (len(line) + 1) // 2
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in GAME_RUNTIMES}
+    with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
+        submission = Path(tmp) / "submission.py"
+        builder.build_submission(model, submission)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        for repeat in range(repeats):
+            runtimes = GAME_RUNTIMES if repeat % 2 == 0 else GAME_RUNTIMES[::-1]
+            procs = {}
+            try:
+                for label, order, blocked in runtimes:
+                    probe = Path(tmp) / f"game_{label}.py"
+                    probe.write_text(kaggle_io.sandbox_prelude(blocked) + _GAME_PROBE)
+                    errors = Path(tmp) / f"game_{label}.err"
+                    with open(errors, "w") as err:
+                        procs[label] = (subprocess.Popen(
+                            [sys.executable, "-I", str(probe), str(submission), ",".join(order), line,
+                             str(act_timeout), str(overage)], cwd=tmp, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=err, text=True), errors)
+                moves: dict[str, list[dict[str, Any]]] = {label: [] for label in procs}
+                for _ in range(num_moves):
+                    for label, (proc, errors) in procs.items():
+                        proc.stdin.write("go\n")
+                        proc.stdin.flush()
+                        moves[label].append(_read_line(proc, label, errors))
+                for label, (proc, errors) in procs.items():
+                    runs[label].append({**_read_line(proc, label, errors), "moves": moves[label]})
+                    proc.wait()
+            finally:
+                for proc, _ in procs.values():
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+    result: dict[str, Any] = {"moves": num_moves, "repeats": repeats,
+                              "clock": f"{act_timeout:g}s + {overage:g}s bank"}
+    for label, games in runs.items():
+        firsts = [g["moves"][0] for g in games]
+        result[label] = {
+            "backend": ",".join(sorted({g["backend"] for g in games})),
+            "load_seconds": round(max(g["load_seconds"] for g in games), 3),
+            "first_move_seconds": round(max(m["seconds"] for m in firsts), 3),
+            "first_move_simulations": sum(m["simulations"] for m in firsts),
+            "simulations": sum(m["simulations"] for g in games for m in g["moves"]),
+            "move_simulations": [sum(g["moves"][i]["simulations"] for g in games) for i in range(num_moves)],
+            "bank_left": round(min(g["moves"][-1]["bank"] for g in games), 2),
+            "peak_rss_mb": round(max(g["peak_rss_mb"] for g in games), 1),
+        }
+    if result["numpy"]["simulations"]:
+        result["torch_vs_numpy"] = {
+            "first_move": round(result["torch"]["first_move_simulations"]
+                                / max(1, result["numpy"]["first_move_simulations"]), 3),
+            "game": round(result["torch"]["simulations"] / result["numpy"]["simulations"], 3)}
+    return result
 
 
 def format_result(what: str, result: dict[str, Any]) -> str:

@@ -337,7 +337,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_solver(args)
     result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
                        workers=args.workers, preset=args.preset, evaluator=args.evaluator, device=args.device,
-                       precision=args.precision)
+                       precision=args.precision, game_repeats=args.game)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -584,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="selfplay: auto, cpu, cuda, ... (default: the preset's)")
     p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
                    help="selfplay: inference precision (default: the preset's, auto)")
+    p.add_argument("--game", type=int, default=0, metavar="N",
+                   help="agent: also play a scripted game N times per backend, numpy and torch in turns, the "
+                        "model's load charged to the first move (about a minute per game; default 0: skip)")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -1,10 +1,11 @@
 """The agent's inference backends: onnxruntime where it imports, else the numpy ONNX runtime, else uniform.
 
 Pasted into ``submission.py`` before the agent (``builder``); numpy and the
-standard library only, onnxruntime inside a guarded import.  Every evaluator is
-an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits float32[M, 7],
-value float32[M])``, side to move.  ``export.OnnxRuntimeEvaluator`` builds on
-``OrtEvaluator``.
+standard library only, onnxruntime and torch inside guarded imports.  Every
+evaluator is an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
+float32[M, 7], value float32[M])``, side to move.  ``export.OnnxRuntimeEvaluator``
+builds on ``OrtEvaluator``.  ``torch`` (``onnx_torch``: the same graph run by
+torch on one thread) is known but not in the default order ``BACKENDS``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import numpy as np
 from connectx_az import game
 from connectx_az.agent import onnx_numpy
 
+try:
+    from connectx_az.agent import onnx_torch
+except ImportError:  # not pasted, or failed to load: the torch backend is then unavailable
+    onnx_torch = None
+
+#: the order the agent tries them in
 BACKENDS = ("onnxruntime", "numpy")
+#: every backend ``make_evaluator`` knows
+KNOWN_BACKENDS = ("onnxruntime", "torch", "numpy")
 
 
 class UniformEvaluator:
@@ -64,9 +73,16 @@ def limit_blas_threads() -> None:
 
 
 def make_evaluator(backend: str, data: bytes):
-    """The evaluator of ``backend`` (one of ``BACKENDS``) over ONNX bytes; raises whatever loading raises."""
+    """The evaluator of ``backend`` (one of ``KNOWN_BACKENDS``) over ONNX bytes; raises whatever loading raises.
+
+    ``torch`` sets torch's intra-op threads to one for the whole process.
+    """
     if backend == "onnxruntime":
         return OrtEvaluator(data)
+    if backend == "torch":
+        if onnx_torch is None:
+            raise ImportError("the torch runtime (onnx_torch) is not available")
+        return onnx_torch.TorchOnnxModel(data, threads=1)
     if backend == "numpy":
         return onnx_numpy.NumpyOnnxModel(data)
     raise ValueError(f"unknown backend {backend!r}")

@@ -5,9 +5,10 @@
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
 2. ``import`` lines (standard library only) and the base64 model with its sha256;
 3. each module's source **verbatim** as a raw string literal: ``game.py``,
-   ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``, ``agent/fallback.py``,
-   ``agent/backends.py``, ``agent/template.py``, read from disk at build time,
-   never from a hand-kept copy;
+   ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``,
+   ``agent/onnx_torch.py``, ``agent/fallback.py``, ``agent/backends.py``,
+   ``agent/template.py``, read from disk at build time, never from a hand-kept
+   copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
@@ -18,15 +19,16 @@
    ``def agent(observation, configuration)`` calling it: Kaggle executes the
    file with an empty globals dict and takes the last callable it defines.
 
-If ``solver`` or ``solver_numba`` fails to load in the sandbox, the template
-runs without it (numba itself is imported only when the agent compiles the
-solver, and only where it imports); if the template itself fails, ``agent``
-falls back to the most central open column.  The builder refuses
-(``BuildError``, one line) a missing or corrupt model, a model that
-``NumpyOnnxModel`` cannot run, sources that import anything beyond the standard
-library, numpy and the guarded optional packages (``OPTIONAL_IMPORTS``), an
-unwritable output folder, and a file over ``MAX_BYTES``.  Output is written
-atomically.
+If ``solver``, ``solver_numba`` or ``onnx_torch`` fails to load in the
+sandbox, the template runs without it (numba and torch themselves are imported
+only when the agent compiles the solver or builds a torch model, and only where
+they import); if the template itself fails, ``agent`` falls back to the most
+central open column.  The builder refuses (``BuildError``, one line) a missing
+or corrupt model, a model that ``NumpyOnnxModel`` cannot run, sources that
+import anything beyond the standard library, numpy and the optional packages
+(``_OPTIONAL_IMPORTS``: only inside a function or ``try``, never at a module's
+top level), an unwritable output folder, and a file over ``MAX_BYTES``.  Output
+is written atomically.
 """
 
 from __future__ import annotations
@@ -52,16 +54,17 @@ MODULES = (
     ("solver", "solver.py"),
     ("solver_numba", "solver_numba.py"),
     ("onnx_numpy", "agent/onnx_numpy.py"),
+    ("onnx_torch", "agent/onnx_torch.py"),
     ("fallback", "agent/fallback.py"),
     ("backends", "agent/backends.py"),
     ("template", "agent/template.py"),
 )
-OPTIONAL_MODULES = frozenset({"solver", "solver_numba"})  # the agent plays on without these
+OPTIONAL_MODULES = frozenset({"solver", "solver_numba", "onnx_torch"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
-#: packages the sources may import only inside a ``try`` (or a function whose caller handles the failure)
-OPTIONAL_IMPORTS = frozenset({"onnxruntime", "numba"})
-_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | OPTIONAL_IMPORTS
+#: packages Kaggle's image may lack: imported only where their absence is caught
+_OPTIONAL_IMPORTS = frozenset({"onnxruntime", "torch", "numba"})
+_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | _OPTIONAL_IMPORTS
 
 
 class BuildError(RuntimeError):
@@ -164,6 +167,7 @@ def _check_source(name: str, source: str, rewrite) -> None:
         tree = ast.parse(rewrite(source))
     except SyntaxError as exc:
         raise BuildError(f"{name}: does not parse after rewriting its imports: {exc}") from None
+    top_level = {id(node) for node in tree.body}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots = [alias.name.split(".")[0] for alias in node.names]
@@ -180,6 +184,9 @@ def _check_source(name: str, source: str, rewrite) -> None:
             if root not in _ALLOWED_IMPORTS:
                 raise BuildError(f"{name}: line {node.lineno} imports {root!r}; the submission may use "
                                  "only the standard library and numpy")
+            if root in _OPTIONAL_IMPORTS and id(node) in top_level:
+                raise BuildError(f"{name}: line {node.lineno} imports {root!r} at the top level; Kaggle may "
+                                 "lack it, so import it inside a function or a try block")
 
 
 def _literal(source: str, name: str) -> str:

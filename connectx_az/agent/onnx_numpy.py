@@ -23,6 +23,10 @@ boards against weights reshaped once at load time.  Values are converted back to
 graph outputs).  Nodes whose inputs are all constants (``Identity``, ``Cast``
 of float16 initializers, ``Constant``) are folded at load time.  FLOAT16
 tensors are widened to float32: the graph always computes in float32.
+
+``read_graph`` (parse and check) and ``fold_constants`` (the values known at
+load time, and the nodes left to run) are public: ``onnx_torch`` runs the same
+checked graph with torch, so the two runtimes accept and refuse the same models.
 """
 
 from __future__ import annotations
@@ -202,7 +206,7 @@ def _tensor(buf: bytes, start: int, end: int, *, widen: bool = True) -> tuple[st
     return name, array
 
 
-class _Node:
+class Node:
     """One NodeProto: ``op_type``, ``inputs``/``outputs`` (names, ``""`` = absent), ``attrs``."""
 
     __slots__ = ("op_type", "domain", "name", "inputs", "outputs", "attrs")
@@ -257,8 +261,8 @@ def _attribute(buf: bytes, start: int, end: int) -> tuple[str, object]:
     return name, floats or ints or strings or None
 
 
-def _node(buf: bytes, start: int, end: int) -> _Node:
-    node = _Node()
+def _node(buf: bytes, start: int, end: int) -> Node:
+    node = Node()
     for field, wire, value in _fields(buf, start, end):
         if wire != _LEN:
             continue
@@ -307,11 +311,11 @@ def _value_info(buf: bytes, start: int, end: int) -> tuple[str, int, list[int | 
     return name, elem_type, shape
 
 
-class _Graph:
-    """The parts of ModelProto/GraphProto that execution needs."""
+class Graph:
+    """The parts of ModelProto/GraphProto that execution needs (``read_graph`` fills the last four)."""
 
     def __init__(self) -> None:
-        self.nodes: list[_Node] = []
+        self.nodes: list[Node] = []
         self.initializers: dict[str, np.ndarray] = {}
         self.inputs: list[tuple[str, int, list]] = []
         self.outputs: list[tuple[str, int, list]] = []
@@ -319,10 +323,14 @@ class _Graph:
         self.ir_version = 0
         self.metadata: dict[str, str] = {}
         self.num_float16 = 0  # initializers stored as float16
+        self.opset = 0  # of the default domain
+        self.input_name = ""  # the one graph input that is not an initializer
+        self.input_shape: tuple = ()
+        self.output_names: list[str] = []
 
 
-def _parse_model(buf: bytes) -> _Graph:
-    graph = _Graph()
+def _parse_model(buf: bytes) -> Graph:
+    graph = Graph()
     graph_span = None
     for field, wire, value in _fields(buf, 0, len(buf)):
         if field == 1 and wire == _VARINT:
@@ -373,7 +381,7 @@ def _parse_model(buf: bytes) -> _Graph:
 # operators on ONNX-layout (dense) arrays; also used for constant folding
 
 
-def _axes(node: _Node, args: list, opset: int) -> list[int] | None:
+def _axes(node: Node, args: list, opset: int) -> list[int] | None:
     """``axes`` of Squeeze/Unsqueeze: an attribute before opset 13, an input after."""
     if len(args) > 1 and args[1] is not None:
         return [int(a) for a in np.asarray(args[1]).reshape(-1)]
@@ -381,7 +389,7 @@ def _axes(node: _Node, args: list, opset: int) -> list[int] | None:
     return None if value is None else [int(a) for a in value]
 
 
-def _dense_op(node: _Node, args: list, opset: int) -> np.ndarray:
+def _dense_op(node: Node, args: list, opset: int) -> np.ndarray:
     """Evaluate one non-Conv operator on ONNX-layout arrays."""
     op = node.op_type
     x = args[0] if args else None
@@ -449,6 +457,112 @@ SUPPORTED_OPS = frozenset(
      "Constant", "Identity", "Cast", "GlobalAveragePool", "Concat")
 )
 
+# ---------------------------------------------------------------------------
+# the checked graph, shared with every runtime that executes it (``onnx_torch``)
+
+
+def read_graph(data: bytes) -> Graph:
+    """Parse ONNX bytes into a ``Graph`` with ``opset``, ``input_name``, ``input_shape`` and ``output_names`` set.
+
+    Raises ``ValueError`` for bytes that are not a readable ONNX model, an
+    operator outside ``SUPPORTED_OPS``, or other than one graph input besides
+    the initializers.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValueError(f"model must be bytes, got {type(data).__name__}")
+    buf = bytes(data)
+    try:
+        graph = _parse_model(buf)
+    except ValueError as exc:
+        raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {exc}") from None
+    except (IndexError, UnicodeDecodeError, OverflowError, TypeError) as exc:
+        raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {type(exc).__name__}: {exc}") from None
+    graph.opset = graph.opsets.get("", graph.opsets.get("ai.onnx", 0))
+    unsupported = sorted({n.op_type for n in graph.nodes if n.op_type not in SUPPORTED_OPS
+                          or n.domain not in ("", "ai.onnx")})
+    if unsupported:
+        raise ValueError(f"unsupported ONNX op(s) {', '.join(unsupported)}; the agent runs only "
+                         f"{', '.join(sorted(SUPPORTED_OPS))}")
+    inputs = [vi for vi in graph.inputs if vi[0] not in graph.initializers]
+    if len(inputs) != 1:
+        raise ValueError(f"expected one graph input, found {[vi[0] for vi in inputs]}")
+    graph.input_name = inputs[0][0]
+    graph.input_shape = tuple(inputs[0][2])
+    graph.output_names = [vi[0] for vi in graph.outputs]
+    return graph
+
+
+def fold_constants(graph: Graph) -> tuple[dict[str, np.ndarray], list[Node]]:
+    """``(consts, nodes)``: the values known at load time, and the nodes left to run, in graph order.
+
+    ``consts`` holds the initializers and the outputs of every node whose
+    inputs are all constant (``Constant``, ``Cast`` of float16 weights,
+    ``Identity``, ...), computed here with numpy; a ``Conv`` is always left to
+    run.  Raises ``ValueError`` for a node without outputs or one that reads a
+    value defined nowhere before it, for a graph output that is never
+    computed, and for a constant node that fails to compute.
+    """
+    consts: dict[str, np.ndarray] = dict(graph.initializers)
+    known = {graph.input_name}
+    nodes: list[Node] = []
+    try:
+        for node in graph.nodes:
+            if not node.outputs:
+                raise ValueError(f"node {node.name!r} ({node.op_type}) has no output")
+            missing = [n for n in node.inputs if n and n not in consts and n not in known]
+            if missing:
+                raise ValueError(f"node {node.name!r} ({node.op_type}) reads undefined value(s) {missing}")
+            if node.op_type != "Conv" and all(n in consts or n == "" for n in node.inputs):
+                consts[node.outputs[0]] = _dense_op(node, [consts.get(n) for n in node.inputs], graph.opset)
+                continue
+            nodes.append(node)
+            known.add(node.outputs[0])
+    except (IndexError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed ONNX graph: {type(exc).__name__}: {exc}") from None
+    for name in graph.output_names:
+        if name not in known and name not in consts:
+            raise ValueError(f"graph output {name!r} is never computed")
+    return consts, nodes
+
+
+def conv_pads(node: Node, weight: np.ndarray) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``; refuses what we do not run.
+
+    Raises ``ValueError`` unless the convolution is 2-d with explicit pads,
+    group 1, stride 1 and dilation 1.
+    """
+    attrs = node.attrs
+    if weight.ndim != 4:
+        raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise ValueError(f"Conv {node.name!r}: auto_pad is not supported")
+    if int(attrs.get("group", 1)) != 1 or any(int(s) != 1 for s in attrs.get("strides", [1, 1])) \
+            or any(int(d) != 1 for d in attrs.get("dilations", [1, 1])) or len(pads) != 4:
+        raise ValueError(f"Conv {node.name!r}: only group 1, stride 1, dilation 1 are supported")
+    return int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])
+
+
+def gemm_weights(node: Node, consts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(weight float32[K, N], bias float32[N] or None)`` of a Gemm with constant B, ``alpha``/``beta`` applied.
+
+    The node then computes ``x @ weight + bias``.  Raises ``ValueError`` for a
+    weight or bias that is not constant, weights that are not 2-d, or ``transA``.
+    """
+    if len(node.inputs) < 2 or node.inputs[1] not in consts:
+        raise ValueError(f"Gemm {node.name!r}: weights must be constant")
+    weight = consts[node.inputs[1]]
+    if weight.ndim != 2 or node.attrs.get("transA", 0):
+        raise ValueError(f"Gemm {node.name!r}: expected 2-d weights and transA = 0")
+    weight = weight.T if node.attrs.get("transB", 0) else weight
+    weight = np.ascontiguousarray(weight * np.float32(node.attrs.get("alpha", 1.0)), np.float32)
+    bias = None
+    if len(node.inputs) > 2 and node.inputs[2]:
+        if node.inputs[2] not in consts:
+            raise ValueError(f"Gemm {node.name!r}: bias must be constant")
+        bias = (consts[node.inputs[2]] * np.float32(node.attrs.get("beta", 1.0))).astype(np.float32)
+    return weight, bias
+
 
 def _to_dense(x: np.ndarray, is_nhwc: bool) -> np.ndarray:
     return x.transpose(0, 3, 1, 2) if is_nhwc else x
@@ -457,20 +571,11 @@ def _to_dense(x: np.ndarray, is_nhwc: bool) -> np.ndarray:
 class _Conv:
     """Conv as im2col + one matmul on channels-last maps; weights prepared once."""
 
-    def __init__(self, node: _Node, weight: np.ndarray, bias: np.ndarray | None) -> None:
-        attrs = node.attrs
-        if weight.ndim != 4:
-            raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")
+    def __init__(self, node: Node, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        self.pads = conv_pads(node, weight)  # top, left, bottom, right
         cout, cin, kh, kw = weight.shape
-        pads = list(attrs.get("pads", [0, 0, 0, 0]))
-        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise ValueError(f"Conv {node.name!r}: auto_pad is not supported")
-        if int(attrs.get("group", 1)) != 1 or any(int(s) != 1 for s in attrs.get("strides", [1, 1])) \
-                or any(int(d) != 1 for d in attrs.get("dilations", [1, 1])) or len(pads) != 4:
-            raise ValueError(f"Conv {node.name!r}: only group 1, stride 1, dilation 1 are supported")
         self.name = node.name
         self.kernel = (kh, kw)
-        self.pads = (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3]))  # top, left, bottom, right
         self.cin, self.cout = cin, cout
         # [Cout, Cin, kh, kw] -> [(kh, kw, Cin), Cout] to match the gather order below
         self.weight = np.ascontiguousarray(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cin, cout),
@@ -544,58 +649,36 @@ class NumpyOnnxModel:
     """
 
     def __init__(self, data: bytes) -> None:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ValueError(f"model must be bytes, got {type(data).__name__}")
-        buf = bytes(data)
-        try:
-            graph = _parse_model(buf)
-        except ValueError as exc:
-            raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {exc}") from None
-        except (IndexError, UnicodeDecodeError, OverflowError, TypeError) as exc:
-            raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {type(exc).__name__}: {exc}") from None
+        graph = read_graph(data)
         self.metadata = dict(graph.metadata)
         self.has_float16_weights = graph.num_float16 > 0
-        self.opset = graph.opsets.get("", graph.opsets.get("ai.onnx", 0))
-        unsupported = sorted({n.op_type for n in graph.nodes if n.op_type not in SUPPORTED_OPS
-                              or n.domain not in ("", "ai.onnx")})
-        if unsupported:
-            raise ValueError(f"unsupported ONNX op(s) {', '.join(unsupported)}; NumpyOnnxModel runs only "
-                             f"{', '.join(sorted(SUPPORTED_OPS))}")
-        inputs = [vi for vi in graph.inputs if vi[0] not in graph.initializers]
-        if len(inputs) != 1:
-            raise ValueError(f"expected one graph input, found {[vi[0] for vi in inputs]}")
-        self.input_name = inputs[0][0]
-        self.input_shape = tuple(inputs[0][2])
-        self.output_names = [vi[0] for vi in graph.outputs]
+        self.opset = graph.opset
+        self.input_name = graph.input_name
+        self.input_shape = graph.input_shape
+        self.output_names = list(graph.output_names)
         self.ops = frozenset(n.op_type for n in graph.nodes)
         self.conv_shapes: list[tuple[int, ...]] = []
         self.gemm_shapes: list[tuple[int, ...]] = []
+        consts, nodes = fold_constants(graph)
         try:
-            self._compile(graph)
+            self._compile(consts, nodes)
         except (IndexError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed ONNX graph: {type(exc).__name__}: {exc}") from None
 
     # -- load time ----------------------------------------------------------------
 
-    def _compile(self, graph: _Graph) -> None:
-        """Fold constants and turn the remaining nodes into a list of steps."""
-        consts: dict[str, np.ndarray] = dict(graph.initializers)
+    def _compile(self, consts: dict[str, np.ndarray], nodes: list[Node]) -> None:
+        """Turn the nodes left after ``fold_constants`` into a list of steps."""
         nhwc: dict[str, bool] = {self.input_name: False}
         uses: dict[str, int] = {}
-        for node in graph.nodes:
+        for node in nodes:
             for name in node.inputs:
                 uses[name] = uses.get(name, 0) + 1
         for name in self.output_names:
             uses[name] = uses.get(name, 0) + 2  # never overwrite a graph output in place
         steps = []
         fresh: set[str] = set()  # outputs that are newly allocated arrays, never views
-        for node in graph.nodes:
-            if not node.outputs:
-                raise ValueError(f"node {node.name!r} ({node.op_type}) has no output")
-            known = [n in consts or n in nhwc or n == "" for n in node.inputs]
-            if not all(known):
-                missing = [n for n, k in zip(node.inputs, known, strict=True) if not k]
-                raise ValueError(f"node {node.name!r} ({node.op_type}) reads undefined value(s) {missing}")
+        for node in nodes:
             out = node.outputs[0]
             if node.op_type == "Conv":
                 if len(node.inputs) < 2 or node.inputs[1] not in consts:
@@ -607,21 +690,8 @@ class NumpyOnnxModel:
                 nhwc[out] = True
                 fresh.add(out)
                 continue
-            if all(n in consts or n == "" for n in node.inputs):  # fold at load time
-                consts[out] = _dense_op(node, [consts.get(n) for n in node.inputs], self.opset)
-                continue
             if node.op_type == "Gemm" and len(node.inputs) > 1 and node.inputs[1] in consts:
-                weight = consts[node.inputs[1]]
-                if weight.ndim != 2 or node.attrs.get("transA", 0):
-                    raise ValueError(f"Gemm {node.name!r}: expected 2-d weights and transA = 0")
-                weight = weight.T if node.attrs.get("transB", 0) else weight
-                alpha = np.float32(node.attrs.get("alpha", 1.0))
-                weight = np.ascontiguousarray(weight * alpha, np.float32)
-                bias = None
-                if len(node.inputs) > 2 and node.inputs[2]:
-                    if node.inputs[2] not in consts:
-                        raise ValueError(f"Gemm {node.name!r}: bias must be constant")
-                    bias = (consts[node.inputs[2]] * np.float32(node.attrs.get("beta", 1.0))).astype(np.float32)
+                weight, bias = gemm_weights(node, consts)
                 self.gemm_shapes.append(tuple(weight.shape))
                 steps.append((self._gemm_step, (weight, bias, node.inputs[0], nhwc[node.inputs[0]]), out))
                 nhwc[out] = False
@@ -644,9 +714,6 @@ class NumpyOnnxModel:
             args = (node, inputs, layouts)
             steps.append((self._generic_step, args, out))
             nhwc[out] = False
-        for name in self.output_names:
-            if name not in nhwc and name not in consts:
-                raise ValueError(f"graph output {name!r} is never computed")
         self._consts = consts
         self._steps = steps
         self._output_nhwc = [nhwc.get(n, False) for n in self.output_names]

@@ -132,7 +132,7 @@ class AgentConfig:
                 or not 0 <= self.solver_bank_share <= 1:
             raise ValueError("compile_min_bank, solver_extra_seconds and solver_bank_reserve must be >= 0, "
                              "solver_bank_share in [0, 1]")
-        if any(b not in backends.BACKENDS for b in self.backends):
+        if any(b not in backends.KNOWN_BACKENDS for b in self.backends):
             raise ValueError(f"unknown backend in {self.backends}")
 
 
