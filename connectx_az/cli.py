@@ -172,26 +172,48 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    names = list(next(iter(rows.values())))
-    print(f"{'mode':<16}" + "".join(f"{n:>16}" for n in names))
+    _print_grades(rows, args.compare if control else None)
+    return 0
+
+
+def cmd_eval_show(args: argparse.Namespace) -> int:
+    rows: dict[str, dict] = {}
+    for path in args.files:
+        try:
+            table = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+        if not isinstance(table, dict) or not all(isinstance(row, dict) for row in table.values()):
+            raise UserError(f"{path} is not the output of `eval pons --json`")
+        for mode, row in table.items():
+            rows.setdefault(mode, {}).update(row)
+    _print_grades(rows, None)
+    return 0
+
+
+def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
+    """The table of ``eval pons`` (rows: mode -> set -> JSON cell); sets a mode lacks print as ``-``."""
+    from connectx_az import pons
+
+    names = [n for n in pons.SETS if any(n in row for row in rows.values())]
+    print(f"{'mode':<22}" + "".join(f"{n:>16}" for n in names))
     for mode, row in rows.items():
-        print(f"{mode:<16}" + "".join(_cell_text(row[n]) for n in names))
-        if control:
-            print(f"{'  control':<16}" + "".join(_cell_text(row[n]["control"]) for n in names))
+        print(f"{mode:<22}" + "".join(_cell_text(row[n]) if n in row else f"{'-':>16}" for n in names))
+        if compare:
+            print(f"{'  control':<22}" + "".join(_cell_text(row[n]["control"]) for n in names))
             paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
-            print(f"{'  paired':<16}" + "".join(f"{cell:>16}" for cell in paired))
+            print(f"{'  paired':<22}" + "".join(f"{cell:>16}" for cell in paired))
     print("cells: mistake rate / strict mistake rate, or for value* the value head's W/D/L accuracy "
           f"(v > {pons.WDL_THRESHOLD:.3g} win, v < -{pons.WDL_THRESHOLD:.3g} loss, else draw; side to move)")
     if "value" in rows:
         print("value: the set's positions (Begin-Hard: all of the raw file, results only); value_children: the "
               "positions after each legal move of the annotated positions (moves that end the game left out)")
-    if control:
-        print(f"control: {args.compare}; paired: +positions this model gets right that the control misses, "
+    if compare:
+        print(f"control: {compare}; paired: +positions this model gets right that the control misses, "
               "-the reverse")
     for mode, row in rows.items():
         if mode in ("policy", "value", "value_children") or mode.startswith("submission"):
             print(f"positions per set ({mode}): " + ", ".join(f"{n} {v['n']}" for n, v in row.items()))
-    return 0
 
 
 def cmd_eval_paired(args: argparse.Namespace) -> int:
@@ -530,6 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"only these sets (default all: {', '.join(pons.SETS)})")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval_pons)
+    e = esub.add_parser("show", help="the table of saved `eval pons --json` outputs, their modes together")
+    e.add_argument("files", nargs="+", metavar="FILE", help="outputs of `eval pons --json`")
+    e.set_defaults(func=cmd_eval_show)
     e = esub.add_parser("paired", help="paired counts of two `eval pons --json` gradings of the same positions")
     e.add_argument("a", metavar="A", help="FILE[:MODE]: the output of `eval pons --json`, and which of its modes "
                    "(e.g. arm.json:mcts800; may be left out when the file holds one)")

@@ -138,6 +138,19 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
         a, b = set(rows["mcts2"][name]["mistakes"]), set(rows["mcts8"][name]["mistakes"])
         assert c == {"n": 30, "only_a": len(a - b), "only_b": len(b - a), "both": len(a & b)}
     assert "only a" in _run("eval", "paired", f"{graded}:policy", f"{graded}:policy").stdout
+    # eval show prints the saved table; with a second file its modes and sets join the table
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"submission@2s": {"Middle-Easy": {"n": 4, "mistake_rate": 0.25,
+                                                                    "strict_rate": 0.5, "mistakes": [1]}}}))
+    shown = _run("eval", "show", str(graded), str(other))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["mode", "End-Easy", "Middle-Easy", "Begin-Hard"]
+    mcts8 = next(line for line in lines if line.startswith("mcts8")).split()
+    assert mcts8[1] == f"{100 * rows['mcts8']['End-Easy']['mistake_rate']:.1f}%/" and mcts8[3] == "-"
+    assert next(line for line in lines if line.startswith("submission@2s")).split()[1:4] == ["-", "25.0%/", "50.0%"]
+    missing = _run("eval", "show", str(tmp_path / "x.json"))
+    assert missing.returncode != 0 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
     # one-line errors: no mode given for a file of three, a mode it lacks, a file that is not there
     for args, message in (((str(graded), f"{graded}:mcts2"), "pick one as"),
                           ((f"{graded}:mcts9", f"{graded}:mcts2"), "has no mode 'mcts9'"),
