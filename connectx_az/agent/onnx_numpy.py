@@ -770,11 +770,7 @@ class NumpyOnnxModel:
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
-        outputs = self.run(obs)
-        logits = outputs.get("logits", outputs[self.output_names[0]])
-        value = outputs.get("value", outputs[self.output_names[-1]])
-        return (np.ascontiguousarray(logits, np.float32),
-                np.ascontiguousarray(value, np.float32).reshape(-1))
+        return policy_and_value(self.run(obs), self.output_names)
 
     def net_shape(self) -> dict[str, object]:
         """The net config recovered from the graph, with its ``label``, or {}.
@@ -798,3 +794,11 @@ class NumpyOnnxModel:
         return {"num_blocks": blocks, "num_filters": filters, "value_hidden": hidden,
                 "policy_filters": policy_filters, "value_filters": value_filters, "value_pool": value_pool,
                 "label": label}
+
+
+def policy_and_value(outputs: dict[str, np.ndarray], output_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(logits float32[M,7], value float32[M])`` from a run's outputs by name: ``logits`` and ``value``,
+    else the graph's first and last outputs (what every runtime of the graph returns to the search)."""
+    logits = outputs.get("logits", outputs[output_names[0]])
+    value = outputs.get("value", outputs[output_names[-1]])
+    return np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32).reshape(-1)

@@ -88,11 +88,7 @@ class TorchOnnxModel:
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
-        outputs = self.run(obs)
-        logits = outputs.get("logits", outputs[self.output_names[0]])
-        value = outputs.get("value", outputs[self.output_names[-1]])
-        return (np.ascontiguousarray(logits, np.float32),
-                np.ascontiguousarray(value, np.float32).reshape(-1))
+        return onnx_numpy.policy_and_value(self.run(obs), self.output_names)
 
 
 def _tensor(torch, array: np.ndarray):
