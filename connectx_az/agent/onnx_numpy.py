@@ -670,12 +670,7 @@ class NumpyOnnxModel:
     def _compile(self, consts: dict[str, np.ndarray], nodes: list[Node]) -> None:
         """Turn the nodes left after ``fold_constants`` into a list of steps."""
         nhwc: dict[str, bool] = {self.input_name: False}
-        uses: dict[str, int] = {}
-        for node in nodes:
-            for name in node.inputs:
-                uses[name] = uses.get(name, 0) + 1
-        for name in self.output_names:
-            uses[name] = uses.get(name, 0) + 2  # never overwrite a graph output in place
+        uses = value_uses(nodes, self.output_names)
         steps = []
         fresh: set[str] = set()  # outputs that are newly allocated arrays, never views
         for node in nodes:
@@ -802,3 +797,15 @@ def policy_and_value(outputs: dict[str, np.ndarray], output_names: list[str]) ->
     logits = outputs.get("logits", outputs[output_names[0]])
     value = outputs.get("value", outputs[output_names[-1]])
     return np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32).reshape(-1)
+
+
+def value_uses(nodes: list[Node], output_names: list[str]) -> dict[str, int]:
+    """How many nodes read each value, graph outputs counted twice more: a value read once may be
+    overwritten in place by its reader, never a graph output (shared by every runtime of the graph)."""
+    uses: dict[str, int] = {}
+    for node in nodes:
+        for name in node.inputs:
+            uses[name] = uses.get(name, 0) + 1
+    for name in output_names:
+        uses[name] = uses.get(name, 0) + 2
+    return uses

@@ -55,12 +55,7 @@ class TorchOnnxModel:
         self.input_name = graph.input_name
         self.output_names = list(graph.output_names)
         self.threads = threads
-        uses: dict[str, int] = {}
-        for node in nodes:
-            for name in node.inputs:
-                uses[name] = uses.get(name, 0) + 1
-        for name in self.output_names:
-            uses[name] = uses.get(name, 0) + 2  # never overwrite a graph output in place
+        uses = onnx_numpy.value_uses(nodes, self.output_names)
         fresh: set[str] = set()  # values that are new tensors of this run, never views or the caller's input
         self._steps: list[tuple[str, Step]] = []
         try:
