@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,18 +260,29 @@ def _graded_mode(spec: str) -> tuple[str, dict]:
 
 
 def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
-    """Raw policy, MCTS at each of ``args.sims``, and the value head of ONNX ``model`` on the chosen sets."""
+    """Raw policy, MCTS at each of ``args.sims``, and the value head of ONNX ``model`` on the chosen sets.
+
+    A progress bar on stderr counts the work in network evaluations per position: one for the policy
+    and each value grading of a set, ``sims`` for each MCTS grading of a set.
+    """
     from connectx_az import mcts, pons
     from connectx_az.export import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(model)
-    table: dict[str, list[Any]] = {
-        "policy": pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit, sets=args.sets)}
-    for sims in args.sims:
-        table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
-                                                         limit=args.limit, sets=args.sets)
-    table["value"] = pons.value_accuracy(evaluator, limit=args.limit, sets=args.sets)
-    table["value_children"] = pons.value_accuracy(evaluator, children=True, limit=args.limit, sets=args.sets)
+    num_sets = len(args.sets or pons.SETS)
+    with _progress(num_sets * (3 + sum(args.sims)), "evals", desc=f"grading {Path(model).name}") as bar:
+        def step(weight: int = 1) -> Callable[[], None]:
+            return lambda: bar.update(weight)
+
+        table: dict[str, list[Any]] = {
+            "policy": pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit,
+                                      sets=args.sets, on_set=step())}
+        for sims in args.sims:
+            table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
+                                                             limit=args.limit, sets=args.sets, on_set=step(sims))
+        table["value"] = pons.value_accuracy(evaluator, limit=args.limit, sets=args.sets, on_set=step())
+        table["value_children"] = pons.value_accuracy(evaluator, children=True, limit=args.limit, sets=args.sets,
+                                                      on_set=step())
     return table
 
 
@@ -308,13 +319,13 @@ class _NoBar:
         return None
 
 
-def _progress(total: int, unit: str) -> Any:
+def _progress(total: int, unit: str, desc: str | None = None) -> Any:
     """A tqdm bar on stderr where tqdm is installed (a build-only set-up may lack it)."""
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=unit, leave=False)
+    return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=desc or unit, leave=False)
 
 
 def _add_runtime(parser: argparse.ArgumentParser) -> None:

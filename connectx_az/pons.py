@@ -235,8 +235,8 @@ def grade_values(name: str, evaluator: mcts.Evaluator, positions: Sequence[tuple
 
 
 def value_accuracy(evaluator: mcts.Evaluator, *, children: bool = False, limit: int | None = None,
-                   sets: list[str] | None = None) -> list[ValueResult]:
-    """The value head's W/D/L accuracy on each set.
+                   sets: list[str] | None = None, on_set: Callable[[], None] | None = None) -> list[ValueResult]:
+    """The value head's W/D/L accuracy on each set; ``on_set()`` after each set.
 
     On the set's positions (``load_results``: Begin-Hard's 1,000), or with
     ``children`` on the positions one move after the annotated ones
@@ -249,6 +249,8 @@ def value_accuracy(evaluator: mcts.Evaluator, *, children: bool = False, limit: 
         else:
             triples = [(*game.from_moves(moves), result) for moves, result in load_results(name, limit=limit)]
         results.append(grade_values(name, evaluator, triples))
+        if on_set is not None:
+            on_set()
     return results
 
 
@@ -325,13 +327,15 @@ def _choose_search(evaluator: mcts.Evaluator, positions: list[tuple[int, int]],
 
 
 def grade_sets(choose: Callable[[list[tuple[int, int]]], list[int]], *, limit: int | None = None,
-               sets: list[str] | None = None) -> list[SetResult]:
-    """Grade ``choose`` (positions -> columns) on each Pons set."""
+               sets: list[str] | None = None, on_set: Callable[[], None] | None = None) -> list[SetResult]:
+    """Grade ``choose`` (positions -> columns) on each Pons set; ``on_set()`` after each set."""
     results = []
     for name in sets or list(SETS):
         positions = load_set(name, limit=limit)
         cols = choose([position_of(p) for p in positions])
         results.append(grade(name, positions, [int(c) for c in cols]))
+        if on_set is not None:
+            on_set()
     return results
 
 
@@ -342,9 +346,10 @@ def policy_mistake_rates(evaluator: mcts.Evaluator, *, limit: int = 100) -> dict
 
 
 def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *,
-                         limit: int | None = None, sets: list[str] | None = None) -> list[SetResult]:
-    """Pons grades of MCTS without noise at ``search.num_simulations`` simulations."""
-    return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets)
+                         limit: int | None = None, sets: list[str] | None = None,
+                         on_set: Callable[[], None] | None = None) -> list[SetResult]:
+    """Pons grades of MCTS without noise at ``search.num_simulations`` simulations; ``on_set()`` after each set."""
+    return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets, on_set=on_set)
 
 
 def submission_mistake_rates(submission: str | Path, *, limit: int | None = None, sets: list[str] | None = None,

@@ -130,7 +130,10 @@ def test_value_accuracy_and_paired_comparisons() -> None:
     perfect = pons.value_accuracy(ResultEvaluator(oracle), limit=40, sets=sets)
     assert [(r.name, r.num_positions, r.accuracy) for r in perfect] == [("Begin-Hard", 40, 1.0),
                                                                         ("Middle-Medium", 40, 1.0)]
-    draws = pons.value_accuracy(ResultEvaluator({}), limit=40, sets=sets)  # says "draw" everywhere
+    done: list[str] = []
+    draws = pons.value_accuracy(ResultEvaluator({}), limit=40, sets=sets,  # says "draw" everywhere
+                                on_set=lambda: done.append("set"))
+    assert done == ["set", "set"]  # the progress callback, once a set
     for r in draws:
         assert r.num_correct == sum(res == 0 for _, res in pons.load_results(r.name, limit=40))
     paired = pons.compare(perfect[0], draws[0])
@@ -138,6 +141,9 @@ def test_value_accuracy_and_paired_comparisons() -> None:
     children = pons.value_accuracy(ResultEvaluator({}), children=True, limit=5, sets=["End-Easy"])[0]
     assert children.num_positions == len(pons.child_results(pons.load_set("End-Easy", limit=5)))
     graded = pons.grade("Begin-Easy", pons.load_set("Begin-Easy", limit=1), [4])  # a mistake
+    chosen: list[int] = []
+    assert pons.grade_sets(lambda pos: [4] * len(pos), limit=1, sets=["Begin-Easy"],
+                           on_set=lambda: chosen.append(1))[0].is_mistake == (True,) and chosen == [1]
     best = pons.grade("Begin-Easy", pons.load_set("Begin-Easy", limit=1), [2])
     assert graded.is_mistake == (True,) and pons.compare(best, graded) == pons.Paired("Begin-Easy", 1, 1, 0)
     with pytest.raises(ValueError, match="cannot pair"):
