@@ -147,18 +147,28 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
 
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
+    control_label = args.compare
     if args.submission:
         if args.compare:
-            raise UserError("--compare pairs two ONNX models; it cannot be used with --submission")
-        if not Path(args.submission).is_file():
-            raise UserError(f"{args.submission} not found; run `make submission` first")
+            raise UserError("--compare pairs two ONNX models; it cannot be used with --submission (give several "
+                            "--submission files to pair builds)")
+        for path in args.submission:
+            if not Path(path).is_file():
+                raise UserError(f"{path} not found; run `make submission` first")
         _kaggle_like_process(args.runtime)
+        files = len(args.submission)
         with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
-            results = pons.submission_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
+            graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
                                                     on_position=lambda: bar.update(1))
-        label = f"submission@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
-        table[label + ("" if args.runtime == "numpy" else f"/{args.runtime}")] = results
+        clock = f"@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
+        clock += "" if args.runtime == "numpy" else f"/{args.runtime}"
+        for name, results in zip(_submission_labels(args.submission), graded, strict=True):
+            table[(name if files > 1 else "submission") + clock] = results
+        if files > 1:  # pair every later file with the first, on the same positions
+            first, *later = table
+            control = {mode: table[first] for mode in later}
+            control_label = f"{first} ({args.submission[0]})"
     else:
         table = _grade_model(args.model, args)
         if args.compare:
@@ -172,8 +182,14 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    _print_grades(rows, args.compare if control else None)
+    _print_grades(rows, control_label if control else None)
     return 0
+
+
+def _submission_labels(paths: list[str]) -> list[str]:
+    """Short names of submission files for table rows: their stems where those differ, else the paths."""
+    stems = [Path(p).stem for p in paths]
+    return stems if len(set(stems)) == len(stems) else list(paths)
 
 
 def cmd_eval_show(args: argparse.Namespace) -> int:
@@ -199,7 +215,7 @@ def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
     print(f"{'mode':<22}" + "".join(f"{n:>16}" for n in names))
     for mode, row in rows.items():
         print(f"{mode:<22}" + "".join(_cell_text(row[n]) if n in row else f"{'-':>16}" for n in names))
-        if compare:
+        if compare and all("control" in row[n] for n in names if n in row):
             print(f"{'  control':<22}" + "".join(_cell_text(row[n]["control"]) for n in names))
             paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
             print(f"{'  paired':<22}" + "".join(f"{cell:>16}" for cell in paired))
@@ -212,7 +228,7 @@ def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
         print(f"control: {compare}; paired: +positions this model gets right that the control misses, "
               "-the reverse")
     for mode, row in rows.items():
-        if mode in ("policy", "value", "value_children") or mode.startswith("submission"):
+        if mode in ("policy", "value", "value_children") or "@" in mode:
             print(f"positions per set ({mode}): " + ", ".join(f"{n} {v['n']}" for n, v in row.items()))
 
 
@@ -552,8 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also grade this ONNX model and pair the two on each set: how many positions each "
                         "gets right that the other misses")
     e.add_argument("--sims", type=int, nargs="*", default=[64, 200], help="MCTS simulation counts")
-    e.add_argument("--submission", help="grade this built submission.py under the Kaggle clock instead "
-                   "(one core, numpy backend, loaded afresh per position)")
+    e.add_argument("--submission", nargs="+", metavar="PATH",
+                   help="grade this built submission.py under the Kaggle clock instead (one core, loaded afresh "
+                        "per position); several files are graded in turns on each position and each later one "
+                        "is paired with the first")
     e.add_argument("--act-timeout", type=float, default=2.0, help="seconds a move for --submission")
     _add_runtime(e)
     e.add_argument("--bank", type=float, default=0.0,

@@ -355,27 +355,45 @@ def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *
 def submission_mistake_rates(submission: str | Path, *, limit: int | None = None, sets: list[str] | None = None,
                              act_timeout: float = 2.0, overage: float = 60.0,
                              on_position: Callable[[], None] | None = None) -> list[SetResult]:
-    """Pons grades of a built ``submission.py`` under the Kaggle clock.
+    """Pons grades of a built ``submission.py`` under the Kaggle clock (``submissions_mistake_rates`` of one file)."""
+    return submissions_mistake_rates([submission], limit=limit, sets=sets, act_timeout=act_timeout,
+                                     overage=overage, on_position=on_position)[0]
 
-    The file is executed afresh for every position (as Kaggle loads it for every
-    game), so each answer pays the load and decode time of a first move, and
-    ``overage`` is the bank it sees.  Before the first position the process plays
-    a game's first move (the empty board, the full bank), as a real game has by
-    the time such a position comes up; what lasts of it is the solver kernel
-    numba compiled, which later executions of the file in the process find
-    (``solver_numba``).  Run it in a process pinned to one core with what
-    Kaggle lacks blocked (``connectx-az eval pons --submission --runtime``).
+
+def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int | None = None,
+                              sets: list[str] | None = None, act_timeout: float = 2.0, overage: float = 60.0,
+                              on_position: Callable[[], None] | None = None) -> list[list[SetResult]]:
+    """Pons grades of built ``submission.py`` files under the Kaggle clock, one list of sets per file.
+
+    Each file is executed afresh for every position (as Kaggle loads it for
+    every game), so each answer pays the load and decode time of a first move,
+    and ``overage`` is the bank it sees.  Before the first position the process
+    plays each file's first move of a game (the empty board, the full bank), as
+    a real game has by the time such a position comes up; what lasts of it is
+    the solver kernel numba compiled, which later executions of a file in the
+    process find (``solver_numba``).  Several files are graded in turns on each
+    position, the first to move rotating from one position to the next, so that
+    a paired comparison (``compare``) sees the same machine, load and clock for
+    both.  Run it in a process pinned to one core with what Kaggle lacks blocked
+    (``connectx-az eval pons --submission --runtime``).  ``on_position()`` is
+    called once a position, after every file has answered it.
     """
-    obs, cfg = kaggle_io.kaggle_inputs(0, 0, act_timeout=act_timeout)
-    kaggle_io.load_submission(submission)(obs, cfg)
-
-    def choose(positions: list[tuple[int, int]]) -> list[int]:
-        cols = []
-        for position, mask in positions:
-            obs, cfg = kaggle_io.kaggle_inputs(position, mask, act_timeout=act_timeout, overage=overage)
-            cols.append(int(kaggle_io.load_submission(submission)(obs, cfg)))
+    paths = [str(s) for s in submissions]
+    for path in paths:
+        obs, cfg = kaggle_io.kaggle_inputs(0, 0, act_timeout=act_timeout)
+        kaggle_io.load_submission(path)(obs, cfg)
+    results: list[list[SetResult]] = [[] for _ in paths]
+    for name in sets or list(SETS):
+        positions = load_set(name, limit=limit)
+        cols = [[0] * len(positions) for _ in paths]
+        for k, p in enumerate(positions):
+            position, mask = position_of(p)
+            for turn in range(len(paths)):
+                i = (turn + k) % len(paths)
+                obs, cfg = kaggle_io.kaggle_inputs(position, mask, act_timeout=act_timeout, overage=overage)
+                cols[i][k] = int(kaggle_io.load_submission(paths[i])(obs, cfg))
             if on_position is not None:
                 on_position()
-        return cols
-
-    return grade_sets(choose, limit=limit, sets=sets)
+        for i in range(len(paths)):
+            results[i].append(grade(name, positions, cols[i]))
+    return results

@@ -120,6 +120,24 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["submission@0.5s"]["End-Easy"]["n"] == 3
 
+    # two builds in turns on the same positions: the later one paired with the first
+    (tmp_path / "other.py").write_bytes((tmp_path / "submission.py").read_bytes())
+    both = [str(tmp_path / "submission.py"), str(tmp_path / "other.py")]
+    result = _run("eval", "pons", "--submission", *both, "--sets", "End-Easy", "--limit", "2",
+                  "--act-timeout", "0.5", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert list(rows) == ["submission@0.5s", "other@0.5s"]
+    first, other = rows["submission@0.5s"]["End-Easy"], rows["other@0.5s"]["End-Easy"]
+    assert first["n"] == other["n"] == 2 and "control" not in first
+    assert other["control"] == first
+    assert other["only_this_right"] == len(set(first["mistakes"]) - set(other["mistakes"]))
+    text = _run("eval", "pons", "--submission", *both, "--sets", "End-Easy", "--limit", "1",
+                "--act-timeout", "0.5").stdout
+    assert "other@0.5s" in text and "  paired" in text and "control: submission@0.5s" in text
+    missing = _run("eval", "pons", "--submission", both[0], str(tmp_path / "nope.py"))
+    assert missing.returncode != 0 and "nope.py not found" in missing.stderr
+
 
 def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> None:
     result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "30", "--sims", "2", "8", "--json")
