@@ -8,7 +8,7 @@ move strings are 1-based, as Pons writes them.
 ``grade`` scores chosen columns against a set; ``grade_sets`` runs any chooser (positions ->
 columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
 per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed simulation count, and
-``submission_mistake_rates`` a built ``submission.py`` under the Kaggle clock.
+``submissions_mistake_rates`` built ``submission.py`` files under the Kaggle clock.
 
 ``value_accuracy`` grades a network's value head instead: its W/D/L class (``wdl_class``: above
 1/3 a win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each
@@ -350,14 +350,6 @@ def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *
                          on_set: Callable[[], None] | None = None) -> list[SetResult]:
     """Pons grades of MCTS without noise at ``search.num_simulations`` simulations; ``on_set()`` after each set."""
     return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets, on_set=on_set)
-
-
-def submission_mistake_rates(submission: str | Path, *, limit: int | None = None, sets: list[str] | None = None,
-                             act_timeout: float = 2.0, overage: float = 60.0,
-                             on_position: Callable[[], None] | None = None) -> list[SetResult]:
-    """Pons grades of a built ``submission.py`` under the Kaggle clock (``submissions_mistake_rates`` of one file)."""
-    return submissions_mistake_rates([submission], limit=limit, sets=sets, act_timeout=act_timeout,
-                                     overage=overage, on_position=on_position)[0]
 
 
 def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int | None = None,
