@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a checkpoint to ONNX (with a parity check)")
     p.add_argument("checkpoint", help="checkpoint .pt file or run folder")
-    p.add_argument("--out", default="build/model.onnx")
+    p.add_argument("--out", default="build/model.onnx", help="ONNX file to write (default build/model.onnx)")
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
     p.set_defaults(func=cmd_export)
@@ -545,18 +545,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--card", help="JSON model card to record (default: beside the model)")
-    p.add_argument("--out", default="build/submission.py")
+    p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("validate", help="play the submission through kaggle-environments")
-    p.add_argument("submission", nargs="?", default="build/submission.py")
+    p.add_argument("submission", nargs="?", default="build/submission.py",
+                   help="the built file (default build/submission.py)")
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
-    p.add_argument("--opponents", nargs="+", default=["random", "negamax"])
+    p.add_argument("--opponents", nargs="+", default=["random", "negamax"],
+                   help="kaggle-environments agents to play (default: random negamax)")
     p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
     p.add_argument("--act-timeout", type=float,
                    help="seconds a move instead of Kaggle's 2 (the bank scales with it): quick checks only")
     _add_runtime(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("eval", help="accuracy against perfect play")
@@ -579,7 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=int, help="positions per set (default: all)")
     e.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
                    help=f"only these sets (default all: {', '.join(pons.SETS)})")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true",
+                   help="one JSON object, with the positions each mode got wrong (for `eval show` and `eval paired`)")
     e.set_defaults(func=cmd_eval_pons)
     e = esub.add_parser("show", help="the table of saved `eval pons --json` outputs, their modes together")
     e.add_argument("files", nargs="+", metavar="FILE", help="outputs of `eval pons --json`")
@@ -588,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("a", metavar="A", help="FILE[:MODE]: the output of `eval pons --json`, and which of its modes "
                    "(e.g. arm.json:mcts800; may be left out when the file holds one)")
     e.add_argument("b", metavar="B", help="the same for the other arm, graded on the same positions")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     e.set_defaults(func=cmd_eval_paired)
 
     p = sub.add_parser("arena", help="round robin of models, submissions and reference players, with Elo")
@@ -604,7 +607,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--act-timeout", type=float, default=2.0,
                    help="seconds a move, with a bank of 30 times as much for overruns (default 2)")
     p.add_argument("--opening-plies", type=int, default=2, help="random moves opening each pair of games")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the openings, random players and Elo bootstrap (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object: ratings, pairs, games")
     p.set_defaults(func=cmd_arena)
 
@@ -615,13 +619,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("plot", help="PNG training curves of a run")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a training run folder (its metrics.jsonl)")
     p.add_argument("--out", help="output folder (default RUN_DIR/plots)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver"])
-    p.add_argument("--model", default=str(DEFAULT_MODEL))
+    p.add_argument("what", choices=["agent", "selfplay", "solver"],
+                   help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s")
+    p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
     p.add_argument("--workers", type=int, nargs="*",

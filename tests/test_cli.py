@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -26,6 +27,20 @@ def test_help_lists_the_commands() -> None:
     out = _run("--help").stdout
     for command in ("train", "export", "build", "validate", "eval", "bench", "plot"):
         assert command in out
+
+
+def test_every_argument_has_help() -> None:
+    def undocumented(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    found += undocumented(sub, f"{name} {sub_name}")
+            elif not action.help:
+                found.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+        return found
+
+    assert undocumented(cli.build_parser(), "connectx-az") == []
 
 
 @pytest.mark.parametrize(
