@@ -8,7 +8,11 @@ from typing import Any
 from connectx_az.train import read_metrics
 
 PANELS: list[tuple[str, list[str]]] = [
-    ("losses", ["policy_loss", "value_loss"]),
+    # training: the mean over the generation's steps; seen / fresh: the previous generation's games
+    # (trained on once) and the new ones (not yet), scored before the steps: a widening gap between
+    # them is memorisation of the games, not learning
+    ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss"]),
+    ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss"]),
     ("policy entropy", ["policy_entropy"]),
     ("game length (plies)", ["mean_length"]),
     ("first-player win rate / draw rate", ["first_player_win_rate", "draw_rate"]),
@@ -23,11 +27,13 @@ def figure(rows: list[dict[str, Any]]) -> Any:
 
     # A bare Figure needs no pyplot backend: it works headless and leaves a
     # notebook's inline backend alone.
-    fig = Figure(figsize=(15, 8))
-    axes = fig.subplots(2, 3)
+    fig = Figure(figsize=(20, 8))
+    axes = fig.subplots(2, 4)
     gens = [r["generation"] for r in rows]
     pons_keys = sorted({k for r in rows for k in r if k.startswith("pons_policy/")})
-    for ax, (title, keys) in zip(axes.flat, PANELS, strict=True):
+    for ax in axes.flat[len(PANELS):]:
+        ax.set_axis_off()
+    for ax, (title, keys) in zip(axes.flat, PANELS, strict=False):
         for key in keys or pons_keys:
             ys = [r.get(key) for r in rows]
             if any(y is not None for y in ys):

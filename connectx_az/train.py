@@ -176,6 +176,49 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
     return {k: v / max(num_steps, 1) for k, v in sums.items()}
 
 
+#: positions per shard that ``held_out_losses`` scores (a forward pass each, no training)
+HELD_OUT_POSITIONS = 8192
+
+
+@torch.no_grad()
+def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.device, *,
+                    max_positions: int = HELD_OUT_POSITIONS, batch_size: int = 1024) -> dict[str, float]:
+    """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.
+
+    The loop scores the new generation's positions before training on them (``fresh_*``)
+    and the previous generation's, trained on once already (``seen_*``): the gap between
+    the two is what the network memorises of its games rather than learns.
+    """
+    net.eval()
+    n = min(len(data), max_positions)
+    policy_sum = value_sum = 0.0
+    for start in range(0, n, batch_size):
+        end = min(start + batch_size, n)
+        obs = torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device)
+        logits, value = net(obs)
+        log_probs = F.log_softmax(logits.float(), dim=1)
+        target_policy = torch.from_numpy(data.policy[start:end]).to(device)
+        target_value = torch.from_numpy(data.value[start:end]).to(device)
+        policy_sum += -(target_policy * log_probs).sum().item()
+        value_sum += F.mse_loss(value.float(), target_value, reduction="sum").item()
+    return {"policy_loss": policy_sum / max(n, 1), "value_loss": value_sum / max(n, 1)}
+
+
+def _held_out_row(net: PolicyValueNet, run_dir: Path, generation: int, config: RunConfig,
+                  device: torch.device) -> dict[str, float]:
+    """``fresh_*`` and ``seen_*`` losses (``held_out_losses``) of this generation, before its steps."""
+    row: dict[str, float] = {}
+    shards = replay.list_shards(run_dir / "replay")
+    for prefix, g in (("fresh", generation), ("seen", generation - 1)):
+        if g not in shards:
+            continue
+        data = replay.load_window(run_dir / "replay", up_to_generation=g, num_generations=1,
+                                  max_positions=HELD_OUT_POSITIONS, dedupe=False, value_mix=config.train.value_mix)
+        if len(data):
+            row.update({f"{prefix}_{k}": round(v, 5) for k, v in held_out_losses(net, data, device).items()})
+    return row
+
+
 def _trim_metrics(run_dir: Path, next_generation: int) -> None:
     """Drop metrics lines of generations the checkpoint does not include."""
     path = run_dir / METRICS
@@ -290,6 +333,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                                   num_generations=config.train.window_at(generation),
                                   max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
                                   value_mix=config.train.value_mix)
+        held_out = _held_out_row(net, run_dir, generation, config, device)
         lr = config.train.lr_at(generation, config.num_generations)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -301,6 +345,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             "generation": generation,
             **asdict(stats),
             **losses,
+            **held_out,
             "replay_positions": len(data),
             "lr": lr,
             "selfplay_seconds": round(t_selfplay, 2),

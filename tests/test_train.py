@@ -66,6 +66,37 @@ def test_training_resumes_after_kill_9_without_losing_or_repeating_a_generation(
             with np.load(replay.shard_path(clean / "replay", g)) as b:
                 np.testing.assert_array_equal(a["obs"], b["obs"])
                 np.testing.assert_array_equal(a["policy"], b["policy"])
+    # Every generation scores its own games before training on them, and from the second on the
+    # previous generation's (trained on once) too.
+    clean_rows = [json.loads(line) for line in (clean / "metrics.jsonl").read_text().splitlines()]
+    assert "seen_value_loss" not in clean_rows[0]
+    for row in clean_rows:
+        assert all(np.isfinite(row[f"fresh_{k}"]) and row[f"fresh_{k}"] >= 0 for k in ("policy_loss", "value_loss"))
+    for row in clean_rows[1:]:
+        assert all(np.isfinite(row[f"seen_{k}"]) and row[f"seen_{k}"] >= 0 for k in ("policy_loss", "value_loss"))
+
+
+def test_held_out_losses_match_the_training_losses_definition() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from connectx_az import train
+
+    torch.manual_seed(0)
+    net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8)).eval()
+    rng = np.random.default_rng(0)
+    n = 10
+    policy = rng.random((n, 7)).astype(np.float32)
+    data = replay.ReplayData(rng.integers(0, 2, (n, 2, 6, 7)).astype(np.uint8), policy / policy.sum(1, keepdims=True),
+                             rng.uniform(-1, 1, n).astype(np.float32))
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(data.obs[:8].astype(np.float32)))
+    expected_policy = -(torch.from_numpy(data.policy[:8]) * F.log_softmax(logits, dim=1)).sum(1).mean().item()
+    expected_value = F.mse_loss(value, torch.from_numpy(data.value[:8])).item()
+    # Scored in chunks of 3, only the first 8 positions.
+    got = train.held_out_losses(net, data, torch.device("cpu"), max_positions=8, batch_size=3)
+    assert got["policy_loss"] == pytest.approx(expected_policy, rel=1e-5)
+    assert got["value_loss"] == pytest.approx(expected_value, rel=1e-5)
 
 
 def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
