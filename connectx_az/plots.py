@@ -9,7 +9,7 @@ from connectx_az.train import read_metrics
 
 PANELS: list[tuple[str, list[str]]] = [
     # training: the mean over the generation's steps; seen / fresh: the previous generation's games
-    # (trained on once) and the new ones (not yet), scored before the steps: a widening gap between
+    # (through one generation of steps) and the new ones (not yet), scored before the steps: a widening gap between
     # them is memorisation of the games, not learning
     ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss"]),
     ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss"]),

@@ -186,7 +186,7 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.
 
     The loop scores the new generation's positions before training on them (``fresh_*``)
-    and the previous generation's, trained on once already (``seen_*``): the gap between
+    and the previous generation's, through one generation's steps already (``seen_*``): the gap between
     the two is what the network memorises of its games rather than learns.
     """
     net.eval()

@@ -67,7 +67,7 @@ def test_training_resumes_after_kill_9_without_losing_or_repeating_a_generation(
                 np.testing.assert_array_equal(a["obs"], b["obs"])
                 np.testing.assert_array_equal(a["policy"], b["policy"])
     # Every generation scores its own games before training on them, and from the second on the
-    # previous generation's (trained on once) too.
+    # previous generation's (through one generation's steps) too.
     clean_rows = [json.loads(line) for line in (clean / "metrics.jsonl").read_text().splitlines()]
     assert "seen_value_loss" not in clean_rows[0]
     for row in clean_rows:
