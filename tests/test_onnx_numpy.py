@@ -80,7 +80,7 @@ def test_wide_heads_with_pooling_match_onnxruntime(wide_onnx, tmp_path):
     assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
 
 
-def test_pooling_and_concat_ops_match_onnxruntime():
+def _pool_concat_model() -> bytes:
     """x[B,3,6,7] -> GlobalAveragePool -> Flatten, concatenated after Flatten(x), on either axis spelling."""
     nodes = [
         helper.make_node("GlobalAveragePool", ["x"], ["p"]),
@@ -97,7 +97,11 @@ def test_pooling_and_concat_ops_match_onnxruntime():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    data = model.SerializeToString()
+    return model.SerializeToString()
+
+
+def test_pooling_and_concat_ops_match_onnxruntime():
+    data = _pool_concat_model()
     x = np.random.default_rng(2).standard_normal((5, 3, 6, 7)).astype(np.float32)
     got = onnx_numpy.NumpyOnnxModel(data).run(x)
     ref = _ort(data, x)

@@ -33,7 +33,7 @@ def _assert_same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarr
     assert np.abs(a[0] - b[0]).max() <= tol and np.abs(a[1] - b[1]).max() <= tol
 
 
-@pytest.mark.parametrize("fixture", ["small_onnx", "small_onnx16"])
+@pytest.mark.parametrize("fixture", ["small_onnx", "small_onnx16", "wide_onnx"])
 def test_matches_the_numpy_runtime(fixture, request):
     data = request.getfixturevalue(fixture).read_bytes()
     model = onnx_torch.TorchOnnxModel(data)
@@ -80,6 +80,16 @@ def test_small_ops_and_tensor_encodings_match_the_numpy_runtime():
         got, ref = onnx_torch.TorchOnnxModel(data).run(x), onnx_numpy.NumpyOnnxModel(data).run(x)
         for name in ("y", "z"):
             assert got[name].shape == ref[name].shape and np.abs(got[name] - ref[name]).max() <= 1e-5
+
+
+def test_pooling_and_concat_match_the_numpy_runtime():
+    from test_onnx_numpy import _pool_concat_model  # the wide value head's GlobalAveragePool and Concat
+
+    data = _pool_concat_model()
+    x = np.random.default_rng(3).standard_normal((5, 3, 6, 7)).astype(np.float32)
+    got, ref = onnx_torch.TorchOnnxModel(data).run(x), onnx_numpy.NumpyOnnxModel(data).run(x)
+    for name in ("y", "z"):
+        assert got[name].shape == ref[name].shape and np.abs(got[name] - ref[name]).max() <= 1e-5
 
 
 def test_asymmetric_pads_match_the_numpy_runtime():

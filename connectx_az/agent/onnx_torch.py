@@ -149,6 +149,20 @@ def _compile_node(torch, node: onnx_numpy.Node, consts: dict[str, np.ndarray],
             return (lambda env: env[src].add_(env[other]) if env[src].shape == env[other].shape
                     else env[src] + env[other]), True
         return (lambda env: env[src] + env[other]), True
+    if op == "GlobalAveragePool":
+        def pool(env):
+            x = env[src]
+            if x.ndim < 3:
+                raise ValueError(f"GlobalAveragePool {name!r}: expected [N, C, spatial...], got shape {tuple(x.shape)}")
+            return x.mean(dim=tuple(range(2, x.ndim)), keepdim=True)
+
+        return pool, True
+    if op == "Concat":
+        if "axis" not in node.attrs:
+            raise ValueError(f"Concat {name!r}: no axis attribute")
+        axis = int(node.attrs["axis"])
+        constant = {n: _tensor(torch, consts[n]) for n in inputs if n in consts}
+        return (lambda env: torch.cat([constant[n] if n in constant else env[n] for n in inputs], dim=axis)), True
     if op == "Identity":
         return (lambda env: env[src]), False
     if op == "Cast":
