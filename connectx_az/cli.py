@@ -193,7 +193,7 @@ def _submission_labels(paths: list[str]) -> list[str]:
 
 
 def cmd_eval_show(args: argparse.Namespace) -> int:
-    rows: dict[str, dict] = {}
+    tables = []
     for path in args.files:
         try:
             table = json.loads(Path(path).read_text())
@@ -201,8 +201,15 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
             raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
         if not isinstance(table, dict) or not all(isinstance(row, dict) for row in table.values()):
             raise UserError(f"{path} is not the output of `eval pons --json`")
+        tables.append((Path(path).stem, table))
+    # Files join mode by mode (e.g. the same submission graded on different sets); where two grade
+    # the same mode on the same set (two models), every row is labelled with its file's name instead.
+    cells = [(mode, name) for _, table in tables for mode, row in table.items() for name in row]
+    labelled = len(cells) != len(set(cells))
+    rows: dict[str, dict] = {}
+    for stem, table in tables:
         for mode, row in table.items():
-            rows.setdefault(mode, {}).update(row)
+            rows.setdefault(f"{stem}:{mode}" if labelled else mode, {}).update(row)
     _print_grades(rows, None)
     return 0
 
@@ -212,23 +219,24 @@ def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
     from connectx_az import pons
 
     names = [n for n in pons.SETS if any(n in row for row in rows.values())]
-    print(f"{'mode':<22}" + "".join(f"{n:>16}" for n in names))
+    width = max([22, *(len(mode) + 2 for mode in rows)])
+    print(f"{'mode':<{width}}" + "".join(f"{n:>16}" for n in names))
     for mode, row in rows.items():
-        print(f"{mode:<22}" + "".join(_cell_text(row[n]) if n in row else f"{'-':>16}" for n in names))
+        print(f"{mode:<{width}}" + "".join(_cell_text(row[n]) if n in row else f"{'-':>16}" for n in names))
         if compare and all("control" in row[n] for n in names if n in row):
-            print(f"{'  control':<22}" + "".join(_cell_text(row[n]["control"]) for n in names))
+            print(f"{'  control':<{width}}" + "".join(_cell_text(row[n]["control"]) for n in names))
             paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
-            print(f"{'  paired':<22}" + "".join(f"{cell:>16}" for cell in paired))
+            print(f"{'  paired':<{width}}" + "".join(f"{cell:>16}" for cell in paired))
     print("cells: mistake rate / strict mistake rate, or for value* the value head's W/D/L accuracy "
           f"(v > {pons.WDL_THRESHOLD:.3g} win, v < -{pons.WDL_THRESHOLD:.3g} loss, else draw; side to move)")
-    if "value" in rows:
+    if any(mode.split(":")[-1] == "value" for mode in rows):
         print("value: the set's positions (Begin-Hard: all of the raw file, results only); value_children: the "
               "positions after each legal move of the annotated positions (moves that end the game left out)")
     if compare:
         print(f"control: {compare}; paired: +positions this model gets right that the control misses, "
               "-the reverse")
     for mode, row in rows.items():
-        if mode in ("policy", "value", "value_children") or "@" in mode:
+        if mode.split(":")[-1] in ("policy", "value", "value_children") or "@" in mode:
             print(f"positions per set ({mode}): " + ", ".join(f"{n} {v['n']}" for n, v in row.items()))
 
 
@@ -584,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true",
                    help="one JSON object, with the positions each mode got wrong (for `eval show` and `eval paired`)")
     e.set_defaults(func=cmd_eval_pons)
-    e = esub.add_parser("show", help="the table of saved `eval pons --json` outputs, their modes together")
+    e = esub.add_parser("show", help="the table of saved `eval pons --json` outputs, their modes together "
+                            "(each row labelled FILE:MODE where two files grade the same mode on a set)")
     e.add_argument("files", nargs="+", metavar="FILE", help="outputs of `eval pons --json`")
     e.set_defaults(func=cmd_eval_show)
     e = esub.add_parser("paired", help="paired counts of two `eval pons --json` gradings of the same positions")

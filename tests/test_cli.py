@@ -182,6 +182,14 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
     mcts8 = next(line for line in lines if line.startswith("mcts8")).split()
     assert mcts8[1] == f"{100 * rows['mcts8']['End-Easy']['mistake_rate']:.1f}%/" and mcts8[3] == "-"
     assert next(line for line in lines if line.startswith("submission@2s")).split()[1:4] == ["-", "25.0%/", "50.0%"]
+    # two gradings of the same mode and set (two models): each row is labelled with its file
+    twin = tmp_path / "twin.json"
+    twin.write_text(json.dumps({"mcts8": {"End-Easy": {"n": 30, "mistake_rate": 0.5, "strict_rate": 0.5,
+                                                       "mistakes": []}}}))
+    labelled = _run("eval", "show", str(graded), str(twin)).stdout.splitlines()
+    assert next(line for line in labelled if line.startswith("twin:mcts8")).split()[1] == "50.0%/"
+    assert next(line for line in labelled if line.startswith("graded:mcts8")).split()[1] == mcts8[1]
+    assert not any(line.startswith("mcts8") for line in labelled)
     missing = _run("eval", "show", str(tmp_path / "x.json"))
     assert missing.returncode != 0 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
     # one-line errors: no mode given for a file of three, a mode it lacks, a file that is not there
