@@ -151,6 +151,15 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
+                target_value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per position: the policy cross-entropy and the squared value error (the losses before their
+    mean), and the policy's log-probabilities."""
+    logits, value = net(obs)
+    log_probs = F.log_softmax(logits.float(), dim=1)
+    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs
+
+
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
                 *, progress: bool = True) -> dict[str, float]:
@@ -162,10 +171,8 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        logits, value = net(obs)
-        log_probs = F.log_softmax(logits, dim=1)
-        policy_loss = -(target_policy * log_probs).sum(dim=1).mean()
-        value_loss = F.mse_loss(value, target_value)
+        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value)
+        policy_loss, value_loss = policy_terms.mean(), value_terms.mean()
         optimizer.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()
         optimizer.step()
@@ -194,13 +201,11 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     policy_sum = value_sum = 0.0
     for start in range(0, n, batch_size):
         end = min(start + batch_size, n)
-        obs = torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device)
-        logits, value = net(obs)
-        log_probs = F.log_softmax(logits.float(), dim=1)
-        target_policy = torch.from_numpy(data.policy[start:end]).to(device)
-        target_value = torch.from_numpy(data.value[start:end]).to(device)
-        policy_sum += -(target_policy * log_probs).sum().item()
-        value_sum += F.mse_loss(value.float(), target_value, reduction="sum").item()
+        policy_terms, value_terms, _ = _loss_terms(
+            net, torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device),
+            torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device))
+        policy_sum += policy_terms.sum().item()
+        value_sum += value_terms.sum().item()
     return {"policy_loss": policy_sum / max(n, 1), "value_loss": value_sum / max(n, 1)}
 
 
@@ -210,7 +215,7 @@ def _held_out_row(net: PolicyValueNet, run_dir: Path, generation: int, config: R
     row: dict[str, float] = {}
     shards = replay.list_shards(run_dir / "replay")
     for prefix, g in (("fresh", generation), ("seen", generation - 1)):
-        if g not in shards:
+        if g not in shards:  # the first generation of a run has no previous one
             continue
         data = replay.load_window(run_dir / "replay", up_to_generation=g, num_generations=1,
                                   max_positions=HELD_OUT_POSITIONS, dedupe=False, value_mix=config.train.value_mix)
