@@ -153,9 +153,16 @@ def test_default_heads_are_the_architecture_of_old_checkpoints(tmp_path) -> None
     shapes = {k: tuple(v.shape) for k, v in network.PolicyValueNet(network.NetConfig()).state_dict().items()}
     assert shapes["policy_conv.0.weight"] == (2, 64, 1, 1) and shapes["policy_fc.weight"] == (7, 84)
     assert shapes["value_conv.0.weight"] == (1, 64, 1, 1) and shapes["value_fc1.weight"] == (64, 42)
-    # The shipped model was saved before the head keys existed: it loads as that architecture.
-    shipped, data = network.load_checkpoint(Path(network.__file__).parent / "models" / "default.pt")
-    assert "value_filters" not in data["net_config"] and shipped.config == network.NetConfig()
+    # A checkpoint saved before the head keys existed (generation 150, shipped until 2026-11-24)
+    # loads as that architecture.
+    path = tmp_path / "old.pt"
+    network.save_checkpoint(path, network.PolicyValueNet(network.NetConfig()))
+    data = torch.load(path, weights_only=True)
+    for key in ("policy_filters", "value_filters", "value_pool"):
+        del data["net_config"][key]
+    torch.save(data, path)
+    old_net, data = network.load_checkpoint(path)
+    assert "value_filters" not in data["net_config"] and old_net.config == network.NetConfig()
     # So does a run's config.json from then.
     old = config.to_dict(config.make_config("cpu"))
     for key in ("policy_filters", "value_filters", "value_pool"):
