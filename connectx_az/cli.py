@@ -192,6 +192,51 @@ def _submission_labels(paths: list[str]) -> list[str]:
     return stems if len(set(stems)) == len(stems) else list(paths)
 
 
+def cmd_eval_value(args: argparse.Namespace) -> int:
+    import dataclasses
+    import math
+
+    from connectx_az import pons
+    from connectx_az.export import OnnxRuntimeEvaluator
+
+    bands = tuple(args.bands)
+    if any(not 0 <= b < 1 for b in bands):
+        raise UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
+    graded: dict[str, list[Any]] = {}
+    labels = _submission_labels(args.models)
+    if len(set(labels)) < len(labels):  # the same file twice
+        labels = [f"{label}#{k}" for k, label in enumerate(labels, 1)]
+    for label, model in zip(labels, args.models, strict=True):
+        evaluator = OnnxRuntimeEvaluator(model)
+        with _progress(len(args.sets or pons.SETS), "sets", desc=f"values of {Path(model).name}") as bar:
+            graded[label] = pons.value_calibrations(evaluator, children=args.children, limit=args.limit,
+                                                    sets=args.sets, bands=bands, on_set=lambda: bar.update(1))
+    if args.json:
+        def plain(c: Any) -> dict[str, Any]:  # NaN (a set without decisive results) is not JSON: null
+            d = dataclasses.asdict(c)
+            d["mean_value"] = [None if math.isnan(m) else m for m in d["mean_value"]]
+            d["sign_accuracy"] = None if math.isnan(d["sign_accuracy"]) else d["sign_accuracy"]
+            return d
+
+        print(json.dumps({label: {c.name: plain(c) for c in cals} for label, cals in graded.items()}))
+        return 0
+    width = max(len(label) for label in labels) + 2
+    heads = "".join(f"{'±' + format(b, '.3g'):>8}" for b in bands)
+    print(f"{'model':<{width}}{'set':<15}{'n':>6}{heads}{'sign':>8}   mean value (true L/D/W)   "
+          f"true L, D, W read as L/D/W at ±{pons.WDL_THRESHOLD:.3g}")
+    for label, cals in graded.items():
+        for c in cals:
+            accs = "".join(f"{100 * a:>7.1f}%" for _, a in c.band_accuracy)
+            means = " / ".join(f"{m:+.2f}" for m in c.mean_value)
+            confusion = ", ".join("/".join(str(k) for k in row) for row in c.confusion)
+            print(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{100 * c.sign_accuracy:>7.1f}%   "
+                  f"{means:<26}{confusion}")
+    print("±b: W/D/L accuracy reading v > b as a win, v < -b as a loss, else a draw (side to move; "
+          f"±{pons.WDL_THRESHOLD:.3g} is `eval pons`'s value row); sign: the value's sign right on the decisive "
+          "positions")
+    return 0
+
+
 def cmd_eval_show(args: argparse.Namespace) -> int:
     tables = []
     for path in args.files:
@@ -592,6 +637,20 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true",
                    help="one JSON object, with the positions each mode got wrong (for `eval show` and `eval paired`)")
     e.set_defaults(func=cmd_eval_pons)
+    e = esub.add_parser("value", help="the value head against the true results: W/D/L accuracy at several draw "
+                            "bands, its sign on decisive positions, mean value and confusion of each result")
+    e.add_argument("--models", nargs="+", default=[str(DEFAULT_MODEL)], metavar="MODEL",
+                   help="ONNX models (default: the shipped one)")
+    e.add_argument("--bands", type=float, nargs="+", default=list(pons.VALUE_BANDS), metavar="B",
+                   help="draw bands to read the classes at (v > B a win, v < -B a loss; default: 1/3, as "
+                        "`eval pons`, then 0.2 0.1 0.05)")
+    e.add_argument("--children", action="store_true",
+                   help="the positions one move after the annotated ones instead of the sets' own")
+    e.add_argument("--limit", type=int, help="positions per set (default: all)")
+    e.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
+                   help=f"only these sets (default all: {', '.join(pons.SETS)})")
+    e.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    e.set_defaults(func=cmd_eval_value)
     e = esub.add_parser("show", help="the table of saved `eval pons --json` outputs, their modes together "
                             "(each row labelled FILE:MODE where two files grade the same mode on a set)")
     e.add_argument("files", nargs="+", metavar="FILE", help="outputs of `eval pons --json`")

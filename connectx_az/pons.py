@@ -15,7 +15,9 @@ per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed sim
 set's positions (``load_results``: for Begin-Hard all 1,000 of the raw file, which gives results
 only) or on the positions one move after them (``child_results``: the annotated positions only).
 Each result keeps which positions it got right, for paired comparisons of two models
-(``compare``).
+(``compare``).  ``value_calibration`` says why a class is wrong: the confusion of classes, the mean
+value of each true result, the accuracy at narrower draw bands, and how often the value's sign is
+right where the result is decisive.
 """
 
 from __future__ import annotations
@@ -193,10 +195,11 @@ class ValueResult:
         return self.num_correct / self.num_positions if self.num_positions else 0.0
 
 
-def wdl_class(value: np.ndarray) -> np.ndarray:
-    """``int8[...]`` +1 (win), 0 (draw), -1 (loss) of values in ``[-1, 1]``, side to move."""
+def wdl_class(value: np.ndarray, threshold: float = WDL_THRESHOLD) -> np.ndarray:
+    """``int8[...]`` +1 (win), 0 (draw), -1 (loss) of values in ``[-1, 1]``, side to move: a win above
+    ``threshold``, a loss below its negative."""
     value = np.asarray(value)
-    return np.where(value > WDL_THRESHOLD, 1, np.where(value < -WDL_THRESHOLD, -1, 0)).astype(np.int8)
+    return np.where(value > threshold, 1, np.where(value < -threshold, -1, 0)).astype(np.int8)
 
 
 def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int]]:
@@ -225,11 +228,15 @@ def _values(evaluator: mcts.Evaluator, position: np.ndarray, mask: np.ndarray, b
     return np.concatenate(values) if values else np.zeros(0, np.float32)
 
 
+def _triple_arrays(triples: Sequence[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(uint64 positions, uint64 masks, int8 results)`` of ``(position, mask, result)`` triples."""
+    return (np.array([p for p, _, _ in triples], np.uint64), np.array([m for _, m, _ in triples], np.uint64),
+            np.array([r for _, _, r in triples], np.int8))
+
+
 def grade_values(name: str, evaluator: mcts.Evaluator, positions: Sequence[tuple[int, int, int]]) -> ValueResult:
     """Grade the value head on ``(position, mask, result)`` triples (result for the side to move)."""
-    position = np.array([p for p, _, _ in positions], np.uint64)
-    mask = np.array([m for _, m, _ in positions], np.uint64)
-    result = np.array([r for _, _, r in positions], np.int8)
+    position, mask, result = _triple_arrays(positions)
     correct = wdl_class(_values(evaluator, position, mask)) == result
     return ValueResult(name, len(positions), int(correct.sum()), tuple(bool(c) for c in correct))
 
@@ -244,14 +251,72 @@ def value_accuracy(evaluator: mcts.Evaluator, *, children: bool = False, limit: 
     """
     results = []
     for name in sets or list(SETS):
-        if children:
-            triples = child_results(load_set(name, limit=limit))
-        else:
-            triples = [(*game.from_moves(moves), result) for moves, result in load_results(name, limit=limit)]
-        results.append(grade_values(name, evaluator, triples))
+        results.append(grade_values(name, evaluator, _value_positions(name, children=children, limit=limit)))
         if on_set is not None:
             on_set()
     return results
+
+
+def _value_positions(name: str, *, children: bool = False, limit: int | None = None) -> list[tuple[int, int, int]]:
+    """``(position, mask, result)`` of a set's positions (``load_results``) or of their children."""
+    if children:
+        return child_results(load_set(name, limit=limit))
+    return [(*game.from_moves(moves), result) for moves, result in load_results(name, limit=limit)]
+
+
+#: draw bands ``value_calibration`` reads the classes at: the grading's own, then narrower ones
+VALUE_BANDS = (WDL_THRESHOLD, 0.2, 0.1, 0.05)
+
+
+@dataclass(frozen=True)
+class ValueCalibration:
+    """Where a value head's values sit against the true results of set ``name`` (side to move).
+
+    ``confusion[t][c]`` counts the positions of true result ``t - 1`` (loss, draw, win) that
+    ``wdl_class`` reads as ``c - 1``; ``mean_value`` is the mean value of each true result (NaN
+    where a set has none); ``band_accuracy`` pairs each draw band ``b`` (a win above ``b``, a loss
+    below ``-b``) with the W/D/L accuracy it gives; ``sign_accuracy`` is how often the value's sign
+    matches a decisive result (NaN without one).
+    """
+
+    name: str
+    num_positions: int
+    confusion: tuple[tuple[int, int, int], ...]
+    mean_value: tuple[float, float, float]
+    band_accuracy: tuple[tuple[float, float], ...]
+    sign_accuracy: float
+
+
+def value_calibration(name: str, values: np.ndarray, results: np.ndarray,
+                      bands: Sequence[float] = VALUE_BANDS) -> ValueCalibration:
+    """Calibrate ``values`` (``float[N]`` in ``[-1, 1]``) against ``results`` (``int[N]`` in -1/0/+1)."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    results = np.asarray(results).reshape(-1)
+    if values.shape != results.shape:
+        raise ValueError(f"{len(values)} values for {len(results)} results")
+    predicted = wdl_class(values)
+    confusion = tuple(tuple(int(np.sum((results == t) & (predicted == c))) for c in (-1, 0, 1)) for t in (-1, 0, 1))
+    mean_value = tuple(float(values[results == t].mean()) if np.any(results == t) else float("nan")
+                       for t in (-1, 0, 1))
+    n = max(len(values), 1)
+    band_accuracy = tuple((float(b), float(np.sum(wdl_class(values, b) == results)) / n) for b in bands)
+    decisive = results != 0
+    sign_accuracy = (float(np.mean(np.sign(values[decisive]) == results[decisive])) if np.any(decisive)
+                     else float("nan"))
+    return ValueCalibration(name, len(values), confusion, mean_value, band_accuracy, sign_accuracy)
+
+
+def value_calibrations(evaluator: mcts.Evaluator, *, children: bool = False, limit: int | None = None,
+                       sets: list[str] | None = None, bands: Sequence[float] = VALUE_BANDS,
+                       on_set: Callable[[], None] | None = None) -> list[ValueCalibration]:
+    """``value_calibration`` of the evaluator's values on each set (positions as ``value_accuracy``)."""
+    out = []
+    for name in sets or list(SETS):
+        position, mask, result = _triple_arrays(_value_positions(name, children=children, limit=limit))
+        out.append(value_calibration(name, _values(evaluator, position, mask), result, bands))
+        if on_set is not None:
+            on_set()
+    return out
 
 
 @dataclass(frozen=True)

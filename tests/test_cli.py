@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -154,6 +155,35 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
     assert missing.returncode != 0 and "nope.py not found" in missing.stderr
 
 
+def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) -> None:
+    graded = json.loads(_run("eval", "pons", "--sets", "Begin-Hard", "Middle-Easy", "--limit", "25", "--sims",
+                             "--json").stdout)
+    result = _run("eval", "value", "--sets", "Begin-Hard", "Middle-Easy", "--limit", "25", "--json")
+    assert result.returncode == 0, result.stderr
+    (label, sets), = json.loads(result.stdout).items()
+    assert label == "default" and list(sets) == ["Begin-Hard", "Middle-Easy"]
+    for name, c in sets.items():
+        assert c["num_positions"] == 25 == sum(map(sum, c["confusion"]))
+        # its first band is `eval pons`'s value row: the same accuracy, and the diagonal of the confusion
+        band, accuracy = c["band_accuracy"][0]
+        assert abs(band - 1 / 3) < 1e-9 and abs(accuracy - graded["value"][name]["accuracy"]) < 1e-4
+        assert sum(c["confusion"][k][k] for k in range(3)) == 25 - len(graded["value"][name]["mistakes"])
+        assert [b for b, _ in c["band_accuracy"]] == [band, 0.2, 0.1, 0.05]
+        assert c["sign_accuracy"] is None or 0 <= c["sign_accuracy"] <= 1
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / DEFAULT_ONNX.name
+    shutil.copy(DEFAULT_ONNX, other)
+    text = _run("eval", "value", "--models", str(DEFAULT_ONNX), str(other), "--sets", "End-Easy",
+                "--limit", "5", "--bands", "0.5", "--children").stdout
+    rows = [line for line in text.splitlines() if "End-Easy" in line]
+    assert len(rows) == 2 and rows[1].startswith(str(other))  # two files of one stem: labelled by path
+    assert rows[0].split()[1:] == rows[1].split()[1:] and "±0.5" in text and "sign" in text
+    twice = _run("eval", "value", "--models", str(other), str(other), "--sets", "End-Easy", "--limit", "2").stdout
+    assert f"{other}#1" in twice and f"{other}#2" in twice
+    bad = _run("eval", "value", "--bands", "1.5")
+    assert bad.returncode == 2 and "--bands must lie in [0, 1)" in bad.stderr
+
+
 def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> None:
     result = _run("eval", "pons", "--sets", "Begin-Hard", "End-Easy", "--limit", "30", "--sims", "2", "8", "--json")
     assert result.returncode == 0, result.stderr
@@ -263,8 +293,6 @@ def test_cli_arena_json() -> None:
 
 def test_build_prints_a_notebook_card_that_lacks_games_and_hours(tmp_path: Path) -> None:
     """The notebook's card has generations but no games or hours; building from it must not fail."""
-    import shutil
-
     model = tmp_path / "model.onnx"
     shutil.copy(Path(__file__).resolve().parents[1] / "connectx_az" / "models" / "default.onnx", model)
     model.with_suffix(".json").write_text(json.dumps(

@@ -8,7 +8,6 @@ No GPU is needed: each test tells torch what GPU it has (a P100 under a CUDA
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import pytest

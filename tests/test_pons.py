@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from connectx_az import game, pons
@@ -148,3 +149,28 @@ def test_value_accuracy_and_paired_comparisons() -> None:
     assert graded.is_mistake == (True,) and pons.compare(best, graded) == pons.Paired("Begin-Easy", 1, 1, 0)
     with pytest.raises(ValueError, match="cannot pair"):
         pons.compare(perfect[0], graded)
+
+
+def test_value_calibration_reads_confusion_bands_means_and_sign() -> None:
+    # Three losses, two draws, three wins, with values a head shrunk toward 0 would give.
+    values = [-0.9, -0.2, 0.1, 0.0, 0.4, 0.25, 0.6, -0.05]
+    results = [-1, -1, -1, 0, 0, 1, 1, 1]
+    c = pons.value_calibration("toy", values, results, bands=(1 / 3, 0.1))
+    assert c.num_positions == 8
+    # rows: true loss, draw, win; columns: read as loss, draw, win at ±1/3
+    assert c.confusion == ((1, 2, 0), (0, 1, 1), (0, 2, 1))
+    assert np.allclose(c.mean_value, [(-0.9 - 0.2 + 0.1) / 3, 0.2, 0.8 / 3])
+    # ±1/3: right on -0.9, 0.0, 0.6; ±0.1: right on -0.9, -0.2, 0.0, 0.25, 0.6
+    assert [b for b, _ in c.band_accuracy] == [1 / 3, 0.1]
+    assert np.allclose([a for _, a in c.band_accuracy], [3 / 8, 5 / 8])
+    assert c.sign_accuracy == 4 / 6  # decisive: -0.9, -0.2 right; 0.1 wrong; 0.25, 0.6 right; -0.05 wrong
+    # The grading's own band gives the value row's accuracy, on real positions.
+    oracle = {game.from_moves(m): 0.5 * r for m, r in pons.load_results("Middle-Medium", limit=30)}
+    cal = pons.value_calibrations(ResultEvaluator(oracle), limit=30, sets=["Middle-Medium"])[0]
+    acc = pons.value_accuracy(ResultEvaluator(oracle), limit=30, sets=["Middle-Medium"])[0]
+    assert cal.band_accuracy[0] == (pons.WDL_THRESHOLD, acc.accuracy) and cal.sign_accuracy == 1.0
+    assert sum(map(sum, cal.confusion)) == 30 == cal.num_positions
+    no_decisive = pons.value_calibration("draws", [0.0, 0.1], [0, 0])
+    assert np.isnan(no_decisive.sign_accuracy) and np.isnan(no_decisive.mean_value[0])
+    with pytest.raises(ValueError, match="2 values for 3 results"):
+        pons.value_calibration("bad", [0.0, 0.1], [0, 0, 1])
