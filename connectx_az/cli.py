@@ -57,12 +57,28 @@ def cmd_train(args: argparse.Namespace) -> int:
                          threads=args.threads, device=args.device, time_budget=budget)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
+        if args.init_model and cfg.net == config.make_config(args.preset).net:
+            cfg = _warm_start_net(cfg, args.init_model)
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
                          progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget)
     print(f"checkpoint: {ckpt}")
     return 0
+
+
+def _warm_start_net(cfg: Any, init_model: str) -> Any:
+    """``cfg`` with the network of checkpoint ``init_model``, where the preset's differs and neither
+    ``--set net.*`` nor ``--config`` chose one: a warm start continues the network it starts from."""
+    import dataclasses
+
+    from connectx_az.network import load_checkpoint
+
+    net = load_checkpoint(init_model)[0].config
+    if net == cfg.net:
+        return cfg
+    print(f"warm start: the {net.label} network of {init_model} (set net.* for another; its tower must match)")
+    return dataclasses.replace(cfg, net=net)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -576,8 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a setting, e.g. mcts.num_simulations=400 (repeatable); with --resume it "
                         "changes the run's saved settings, e.g. num_generations=120 to extend it")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    p.add_argument("--init-model", help="warm start from this checkpoint's weights (same tower; "
-                   "head layers the net config widens start afresh)")
+    p.add_argument("--init-model", help="warm start from this checkpoint: its network and weights, unless "
+                   "--set net.* or --config chooses a network (then the same tower; changed heads start afresh)")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "

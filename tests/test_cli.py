@@ -155,6 +155,27 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
     assert missing.returncode != 0 and "nope.py not found" in missing.stderr
 
 
+def test_a_warm_start_continues_the_network_it_starts_from(tmp_path: Path) -> None:
+    """`--init-model` takes the checkpoint's heads (the shipped model's are wide) unless net.* is set."""
+    from connectx_az.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
+
+    wide = NetConfig(num_blocks=1, num_filters=8, policy_filters=4, value_filters=4, value_pool=True)
+    save_checkpoint(tmp_path / "wide.pt", PolicyValueNet(wide))
+    quick = ("--preset", "smoke", "--quiet", "--init-model", str(tmp_path / "wide.pt"), "--set", "num_generations=1",
+             "--set", "eval_positions=0", "--set", "selfplay.num_games=2", "--set", "train.steps_per_generation=0")
+    result = _run("train", str(tmp_path / "a"), *quick, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "warm start: the 1x8 p4 v4+pool network" in result.stdout
+    assert load_checkpoint(tmp_path / "a" / "checkpoint.pt")[0].config == wide
+    # An explicit net.* keeps the asked-for heads (the tower is loaded, the narrower heads start afresh).
+    result = _run("train", str(tmp_path / "b"), *quick, "--set", "net.num_blocks=1", "--set", "net.num_filters=8",
+                  cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "warm start:" not in result.stdout
+    assert load_checkpoint(tmp_path / "b" / "checkpoint.pt")[0].config == NetConfig(num_blocks=1, num_filters=8,
+                                                                                  value_hidden=16)
+
+
 def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) -> None:
     graded = json.loads(_run("eval", "pons", "--sets", "Begin-Hard", "Middle-Easy", "--limit", "25", "--sims",
                              "--json").stdout)
