@@ -243,7 +243,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     for label, cals in graded.items():
         for c in cals:
             accs = "".join(f"{100 * a:>7.1f}%" for _, a in c.band_accuracy)
-            means = " / ".join(f"{m:+.2f}" for m in c.mean_value)
+            means = " / ".join("-" if math.isnan(m) else f"{m:+.2f}" for m in c.mean_value)  # NaN: no such result
             confusion = ", ".join("/".join(str(k) for k in row) for row in c.confusion)
             print(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{100 * c.sign_accuracy:>7.1f}%   "
                   f"{means:<26}{confusion}")

@@ -201,6 +201,8 @@ def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) 
     assert rows[0].split()[1:] == rows[1].split()[1:] and "±0.5" in text and "sign" in text
     twice = _run("eval", "value", "--models", str(other), str(other), "--sets", "End-Easy", "--limit", "2").stdout
     assert f"{other}#1" in twice and f"{other}#2" in twice
+    no_draws = _run("eval", "value", "--sets", "Begin-Easy", "--limit", "10").stdout  # its first 10: no draw
+    assert " / - / " in no_draws and "nan" not in no_draws
     bad = _run("eval", "value", "--bands", "1.5")
     assert bad.returncode == 2 and "--bands must lie in [0, 1)" in bad.stderr
 
