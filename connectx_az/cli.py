@@ -244,9 +244,9 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
         for c in cals:
             accs = "".join(f"{100 * a:>7.1f}%" for _, a in c.band_accuracy)
             means = " / ".join("-" if math.isnan(m) else f"{m:+.2f}" for m in c.mean_value)  # NaN: no such result
+            sign = f"{'-':>8}" if math.isnan(c.sign_accuracy) else f"{100 * c.sign_accuracy:>7.1f}%"
             confusion = ", ".join("/".join(str(k) for k in row) for row in c.confusion)
-            print(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{100 * c.sign_accuracy:>7.1f}%   "
-                  f"{means:<26}{confusion}")
+            print(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{sign}   {means:<26}{confusion}")
     print("±b: W/D/L accuracy reading v > b as a win, v < -b as a loss, else a draw (side to move; "
           f"±{pons.WDL_THRESHOLD:.3g} is `eval pons`'s value row); sign: the value's sign right on the decisive "
           "positions")
