@@ -179,7 +179,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
                                                     on_position=lambda: bar.update(1))
         clock = f"@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
         clock += "" if args.runtime == "numpy" else f"/{args.runtime}"
-        for name, results in zip(_submission_labels(args.submission), graded, strict=True):
+        for name, results in zip(_file_labels(args.submission), graded, strict=True):
             table[(name if files > 1 else "submission") + clock] = results
         if files > 1:  # pair every later file with the first, on the same positions
             first, *later = table
@@ -202,10 +202,15 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     return 0
 
 
-def _submission_labels(paths: list[str]) -> list[str]:
-    """Short names of submission files for table rows: their stems where those differ, else the paths."""
+def _file_labels(paths: list[str]) -> list[str]:
+    """Short names of files for table rows: their stems where those differ, else the paths, numbered
+    (``#1``, ``#2``...) where a path is given twice."""
     stems = [Path(p).stem for p in paths]
-    return stems if len(set(stems)) == len(stems) else list(paths)
+    if len(set(stems)) == len(stems):
+        return stems
+    if len(set(paths)) == len(paths):
+        return list(paths)
+    return [f"{p}#{k}" for k, p in enumerate(paths, 1)]
 
 
 def cmd_eval_value(args: argparse.Namespace) -> int:
@@ -219,9 +224,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     if any(not 0 <= b < 1 for b in bands):
         raise UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
     graded: dict[str, list[Any]] = {}
-    labels = _submission_labels(args.models)
-    if len(set(labels)) < len(labels):  # the same file twice
-        labels = [f"{label}#{k}" for k, label in enumerate(labels, 1)]
+    labels = _file_labels(args.models)
     for label, model in zip(labels, args.models, strict=True):
         evaluator = OnnxRuntimeEvaluator(model)
         with _progress(len(args.sets or pons.SETS), "sets", desc=f"values of {Path(model).name}") as bar:
