@@ -77,7 +77,7 @@ def _warm_start_net(cfg: Any, init_model: str) -> Any:
     net = load_checkpoint(init_model)[0].config
     if net == cfg.net:
         return cfg
-    print(f"warm start: the {net.label} network of {init_model} (set net.* for another; its tower must match)")
+    print(f"warm start: the {net.label} network of {init_model} (set net.* for another of the same filters)")
     return dataclasses.replace(cfg, net=net)
 
 
@@ -596,7 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "changes the run's saved settings, e.g. num_generations=120 to extend it")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--init-model", help="warm start from this checkpoint: its network and weights, unless "
-                   "--set net.* or --config chooses a network (then the same tower; changed heads start afresh)")
+                   "--set net.* or --config chooses a network (then the same filters: changed heads start afresh, "
+                   "extra blocks start as identities, e.g. --set net.num_blocks=6 to deepen a 4x64 net)")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "

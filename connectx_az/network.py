@@ -75,6 +75,11 @@ class NetConfig:
         """True when ``other`` differs from this config in its heads at most."""
         return (self.num_blocks, self.num_filters) == (other.num_blocks, other.num_filters)
 
+    def grows_from(self, other: NetConfig) -> bool:
+        """True when a warm start can take ``other``'s weights into this shape: the same filters, at
+        least as many blocks (the extra ones are appended as identities) and any heads."""
+        return self.num_filters == other.num_filters and self.num_blocks >= other.num_blocks
+
 
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 
@@ -209,25 +214,39 @@ def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
     return net.eval(), data
 
 
-def load_into(net: PolicyValueNet, path: str | Path, *, heads_may_differ: bool = False) -> list[str]:
+def load_into(net: PolicyValueNet, path: str | Path, *, warm_start: bool = False) -> list[str]:
     """Load the weights of checkpoint ``path`` into ``net``; returns the layers left as they were.
 
-    The architectures must match, or with ``heads_may_differ`` at least the
-    tower (``NetConfig.same_tower``): then every tensor whose name and shape
-    match is loaded (the tower, and any head layer of unchanged shape) and the
-    names of the layers that keep ``net``'s own weights come back (e.g.
-    ``["value_conv", "value_fc1"]`` when only the value head was widened).
-    Raises ``CheckpointError`` otherwise.
+    The architectures must match, or for a ``warm_start`` ``net`` must grow
+    from the checkpoint's (``NetConfig.grows_from``): then every tensor whose
+    name and shape match is loaded (the tower, and any head layer of unchanged
+    shape) and the names of the layers that keep ``net``'s own weights come
+    back (e.g. ``["value_conv", "value_fc1"]`` when only the value head was
+    widened).  Blocks beyond the checkpoint's tower (``"blocks.4"``...) start
+    as identities: their last batch-norm scale is zero, so the residual adds
+    nothing and the deeper net computes what the checkpoint did until training
+    moves it (the zero-initialised residual of Goyal et al., 2017).  Raises
+    ``CheckpointError`` otherwise.
     """
     loaded, _ = load_checkpoint(path)
     if loaded.config == net.config:
         net.load_state_dict(loaded.state_dict())
         return []
-    if not (heads_may_differ and loaded.config.same_tower(net.config)):
+    if not (warm_start and net.config.grows_from(loaded.config)):
         raise CheckpointError(f"{path} holds a {loaded.config.label} network but a "
-                              f"{net.config.label} one was asked for; set the net config to match")
+                              f"{net.config.label} one was asked for; set the net config to match "
+                              "(a warm start may change the heads and add blocks, nothing else)")
     own = net.state_dict()
     kept = {name: tensor for name, tensor in loaded.state_dict().items()
             if name in own and own[name].shape == tensor.shape}
     net.load_state_dict(kept, strict=False)
-    return sorted({name.split(".")[0] for name in own if name not in kept})
+    with torch.no_grad():
+        for block in net.blocks[loaded.config.num_blocks:]:
+            block.conv2[1].weight.zero_()
+    return sorted({_layer(name) for name in own if name not in kept})
+
+
+def _layer(name: str) -> str:
+    """The layer a state-dict entry belongs to: ``"value_fc1"``, or ``"blocks.4"`` for a block's."""
+    parts = name.split(".")
+    return ".".join(parts[:2] if parts[0] == "blocks" else parts[:1])

@@ -252,8 +252,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     the checkpoint with the saved config, or with ``config`` if one is given (to
     extend a run or change its schedule: same network only; it replaces
     ``config.json`` before any work).  ``init_model`` warm-starts
-    a new run from a checkpoint's weights (same tower; head layers whose shape
-    the config changes, ``net.value_filters`` for one, start from new weights).
+    a new run from a checkpoint's weights (``network.load_into``: the same
+    filters; head layers whose shape the config changes, ``net.value_filters``
+    for one, start from new weights, and extra blocks start as identities).
     ``num_generations`` stops this call early (the run itself stays resumable).
     ``on_generation`` receives each generation's metrics row once it is saved
     (live plots in the notebook).  ``threads`` and ``device`` override the
@@ -306,9 +307,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         generation = int(data["generation"])
         log.info("resuming %s at generation %d", run_dir, generation)
     elif init_model is not None:
-        fresh = load_into(net, init_model, heads_may_differ=True)
+        fresh = load_into(net, init_model, warm_start=True)
         log.info("warm start from %s%s", init_model,
-                 f" (its tower; new weights for {', '.join(fresh)})" if fresh else "")
+                 f" (new weights for {', '.join(fresh)})" if fresh else "")
     _trim_metrics(run_dir, generation)
     tb = _tensorboard(run_dir)
     stop = config.num_generations if num_generations is None else min(config.num_generations,

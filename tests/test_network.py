@@ -7,13 +7,14 @@ No GPU is needed: each test tells torch what GPU it has (a P100 under a CUDA
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
 import pytest
 import torch
 
-from connectx_az import config, export, network, train
+from connectx_az import config, export, game, network, train
 
 # torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
 CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
@@ -181,13 +182,39 @@ def test_wide_heads_with_pooling_and_a_warm_start_from_a_narrow_net(tmp_path) ->
     network.save_checkpoint(path, narrow)
     with pytest.raises(network.CheckpointError, match="holds a 1x16 network but a 1x16 p32 v32"):
         network.load_into(net, path)
-    fresh = network.load_into(net, path, heads_may_differ=True)
+    fresh = network.load_into(net, path, warm_start=True)
     assert fresh == ["policy_conv", "policy_fc", "value_conv", "value_fc1"]
     for name, tensor in narrow.state_dict().items():
         if name.split(".")[0] not in fresh:
             assert torch.equal(net.state_dict()[name], tensor), name
-    other_tower = network.PolicyValueNet(network.NetConfig(num_blocks=2, num_filters=16, value_filters=32))
-    with pytest.raises(network.CheckpointError, match="holds a 1x16 network"):
-        network.load_into(other_tower, path, heads_may_differ=True)
+    other_tower = network.PolicyValueNet(network.NetConfig(num_blocks=1, num_filters=24, value_filters=32))
+    with pytest.raises(network.CheckpointError, match="holds a 1x16 network.*add blocks, nothing else"):
+        network.load_into(other_tower, path, warm_start=True)
     with pytest.raises(config.ConfigError, match="value_filters"):
         config.make_config("smoke", overrides=["net.value_filters=0"])
+
+
+def test_a_warm_start_into_a_deeper_tower_computes_what_the_checkpoint_did(tmp_path) -> None:
+    shallow_config = network.NetConfig(num_blocks=2, num_filters=16, policy_filters=4, value_filters=4,
+                                       value_pool=True)
+    torch.manual_seed(0)
+    shallow = network.PolicyValueNet(shallow_config)
+    for module in shallow.modules():  # batch-norm statistics away from their defaults, as after training
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            torch.nn.init.uniform_(module.weight, 0.5, 1.5)
+    path = tmp_path / "shallow.pt"
+    network.save_checkpoint(path, shallow)
+    deep = network.PolicyValueNet(dataclasses.replace(shallow_config, num_blocks=4))
+    assert network.load_into(deep, path, warm_start=True) == ["blocks.2", "blocks.3"]
+    obs = torch.from_numpy(np.stack([game.encode(*game.from_moves([4, 4, 5, 3, i])) for i in range(1, 8)])).float()
+    with torch.no_grad():
+        for training in (False, True):  # running statistics, then training mode's batch statistics
+            for a, b in zip(shallow.train(training)(obs), deep.train(training)(obs)):
+                assert torch.allclose(a, b, atol=1e-5), training
+    assert all(not block.conv2[1].weight.detach().any() for block in deep.blocks[2:])
+    assert deep.blocks[2].conv1[0].weight.detach().any()  # the rest of a new block is random, to learn
+    with pytest.raises(network.CheckpointError, match="holds a 2x16"):
+        network.load_into(network.PolicyValueNet(dataclasses.replace(shallow_config, num_blocks=1)), path,
+                          warm_start=True)

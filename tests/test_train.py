@@ -139,6 +139,28 @@ def test_warm_start_with_wider_heads_keeps_the_tower(tmp_path: Path, caplog: pyt
     assert torch.equal(trained.stem[0].weight, narrow.stem[0].weight)  # no training steps: the tower as loaded
 
 
+def test_warm_start_into_a_deeper_tower(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import torch
+
+    from connectx_az import train
+    from connectx_az.network import save_checkpoint
+
+    shallow = PolicyValueNet(config.make_config("smoke").net)
+    save_checkpoint(tmp_path / "shallow.pt", shallow)
+    deeper = shallow.config.num_blocks + 2
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=2",
+                                                 "train.steps_per_generation=0", f"net.num_blocks={deeper}"])
+    with caplog.at_level(logging.INFO, logger="connectx_az.train"):
+        ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "shallow.pt", progress=False)
+    assert f"new weights for blocks.{deeper - 2}, blocks.{deeper - 1})" in caplog.text
+    trained, _ = load_checkpoint(ckpt)
+    assert trained.config.num_blocks == deeper
+    assert torch.equal(trained.blocks[0].conv1[0].weight, shallow.blocks[0].conv1[0].weight)
+    assert not trained.blocks[-1].conv2[1].weight.detach().any()
+
+
 def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Path) -> None:
     from connectx_az import train
 
