@@ -211,7 +211,7 @@ def test_a_warm_start_into_a_deeper_tower_computes_what_the_checkpoint_did(tmp_p
     obs = torch.from_numpy(np.stack([game.encode(*game.from_moves([4, 4, 5, 3, i])) for i in range(1, 8)])).float()
     with torch.no_grad():
         for training in (False, True):  # running statistics, then training mode's batch statistics
-            for a, b in zip(shallow.train(training)(obs), deep.train(training)(obs)):
+            for a, b in zip(shallow.train(training)(obs), deep.train(training)(obs), strict=True):
                 assert torch.allclose(a, b, atol=1e-5), training
     assert all(not block.conv2[1].weight.detach().any() for block in deep.blocks[2:])
     assert deep.blocks[2].conv1[0].weight.detach().any()  # the rest of a new block is random, to learn
