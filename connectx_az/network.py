@@ -71,10 +71,6 @@ class NetConfig:
             label += f" p{self.policy_filters} v{self.value_filters}" + ("+pool" if self.value_pool else "")
         return label
 
-    def same_tower(self, other: NetConfig) -> bool:
-        """True when ``other`` differs from this config in its heads at most."""
-        return (self.num_blocks, self.num_filters) == (other.num_blocks, other.num_filters)
-
     def grows_from(self, other: NetConfig) -> bool:
         """True when a warm start can take ``other``'s weights into this shape: the same filters, at
         least as many blocks (the extra ones are appended as identities) and any heads."""
