@@ -99,6 +99,22 @@ def _num_plies(position: int, mask: int) -> int:
     return plies
 
 
+def _root_order(position: int, mask: int) -> list[int]:
+    """The legal columns, wins now first, then in ``_negamax``'s move order.
+
+    ``_negamax`` orders its moves by the winning cells they create, then centre
+    first (inlined there: it is the hot loop); ``best_move`` probes the root's
+    columns in the same order, so the column that proved the score comes first.
+    """
+    keys = []
+    for rank, col in enumerate(_COL_ORDER):
+        if mask & _TOP_BITS[col]:
+            continue
+        stones = position | ((mask + _BOTTOM_BITS[col]) & _COLUMN_BITS[col])
+        keys.append((_is_win(stones), _winning_cells(stones, mask).bit_count(), -rank, col))
+    return [key[-1] for key in sorted(keys, reverse=True)]
+
+
 def _sign(x: int) -> int:
     return (x > 0) - (x < 0)
 
@@ -191,18 +207,20 @@ class Solver:
         """``(col, score)``: a 0-based column reaching the position's exact score, and that score.
 
         With ``weak`` the score is only its sign (-1/0/+1) and the column one that
-        keeps that result (a win, a draw), usually far cheaper to prove.  Among
-        equally good moves the most central one is chosen.
+        keeps that result (a win, a draw), usually far cheaper to prove.  A win now
+        is played at once.  Otherwise the columns are probed in the order the
+        search tries moves (``_root_order``), so the move that proved the score
+        is found again from the table instead of being re-proven: the first one
+        in that order that reaches the score is chosen.
         """
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
         try:
             score = self._solve(position, mask, plies, weak)
+            order = _root_order(position, mask)
             if weak and score < 0:  # every move loses: which one is not asked in weak mode
-                return next(col for col in _COL_ORDER if not mask & _TOP_BITS[col]), score
-            for col in _COL_ORDER:
-                if mask & _TOP_BITS[col]:
-                    continue
+                return order[0], score
+            for col in order:
                 move = (mask + _BOTTOM_BITS[col]) & _COLUMN_BITS[col]
                 if _is_win(position | move) or plies + 1 == _NUM_CELLS:
                     return col, score  # a win now is the best score; a last move is the only one

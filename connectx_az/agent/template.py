@@ -92,7 +92,10 @@ class AgentConfig:
     with that many empty cells, tightest first; none beyond the last entry
     (measured with ``CompiledSolver.best_move(weak=True)`` from an empty table
     on 807 positions: 300 Begin-Medium, 200 Begin-Easy, all 307 Begin-Hard; at
-    39 and 40 empty cells most took over 100 M nodes).
+    39 and 40 empty cells most took over 100 M nodes; measured before
+    ``best_move`` probed the root in its proof's move order; since then it
+    costs about what the proof does, 0.66 M nodes against 9.4 M on the first 40
+    Begin-Easy positions, so these medians run high).
     """
 
     backends: tuple[str, ...] = backends.BACKENDS
