@@ -323,3 +323,19 @@ def test_build_prints_a_notebook_card_that_lacks_games_and_hours(tmp_path: Path)
     built = _run("build", "--model", str(model), "--out", str(tmp_path / "submission.py"), cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     assert "trained by: connectx_az notebooks/train.ipynb: 3 generations\n" in built.stdout
+
+
+def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
+    # `connectx-az eval show X | head -3`: once the reader has gone, a print fails with EPIPE; the
+    # command stops with 141 (as 128 + SIGPIPE) and no traceback. The read end is closed before the
+    # child writes, so every print meets the closed pipe.
+    graded = tmp_path / "graded.json"
+    graded.write_text(json.dumps({f"mcts{i}": {"End-Easy": {"n": 4, "mistake_rate": 0.25, "strict_rate": 0.5,
+                                                            "mistakes": [1]}} for i in range(50)}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "connectx_az.cli", "eval", "show", str(graded)], cwd=ROOT,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
