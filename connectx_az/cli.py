@@ -128,6 +128,24 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def validate_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The lines of ``validate``'s table, a row per opponent and seat (``ValidationResult.as_dict`` rows).
+
+    The backend and solver columns are as wide as their longest entry ("onnxruntime", "numba,python").
+    """
+    backends = [",".join(r["backends"]) or "-" for r in rows]
+    solvers = [",".join(r["solvers"]) or "-" for r in rows]
+    bw, sw = (max(map(len, [head, *cells])) + 2 for head, cells in (("backend", backends), ("solver", solvers)))
+    lines = [f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
+             f"{'bank s':>8}{'first s':>9}  {'backend':<{bw}}{'solver':<{sw}}other statuses"]
+    for r, backend, solver in zip(rows, backends, solvers, strict=True):
+        lines.append(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
+                     f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
+                     f"{r['max_first_move_bank_s']:>9.2f}  {backend:<{bw}}{solver:<{sw}}"
+                     f"{','.join(r['bad_statuses']) or '-'}")
+    return lines
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from connectx_az import kaggle_io
 
@@ -143,13 +161,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"results": rows}))
     else:
-        print(f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
-              f"{'bank s':>8}{'first s':>9}  {'backend':<9}{'solver':<8}other statuses")
-        for r in rows:
-            print(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
-                  f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
-                  f"{r['max_first_move_bank_s']:>9.2f}  {','.join(r['backends']):<9}{','.join(r['solvers']):<8}"
-                  f"{','.join(r['bad_statuses']) or '-'}")
+        print("\n".join(validate_table(rows)))
         print("seat 1 moves first; times are per move of the submission (one core); bank s: most of the 60 s "
               f"overage bank used in one game, first s: by a game's first move; runtime {args.runtime}")
         print(f"replays: {args.replays}")
