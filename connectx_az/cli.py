@@ -146,6 +146,47 @@ def validate_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def cmd_label(args: argparse.Namespace) -> int:
+    from connectx_az import solved, solver_numba
+
+    if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
+        raise UserError("--positions and --seconds must be positive")
+    if args.max_nodes < 1:
+        raise UserError("--max-nodes must be positive")
+    out = Path(args.out)
+    try:
+        before = solved.load(out) if out.exists() else solved.empty()
+    except solved.LabelsError as exc:
+        raise UserError(f"{exc}; choose another file to write") from exc
+    seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
+    prover = solver_numba.make_solver()
+    exclude = solved.benchmark_keys() | before.keys()
+
+    with _progress(args.positions or 0, "positions", desc=f"proving into {out.name}") as bar:
+        def saved(labels: solved.Labels, stats: solved.LabelStats) -> None:
+            solved.save(out, solved.concat(before, labels))
+            bar.update(stats.kept - bar.n)
+
+        try:
+            labels, stats = solved.label(num_positions=args.positions, seconds=seconds, min_plies=args.plies[0],
+                                         max_plies=args.plies[1], max_nodes=args.max_nodes,
+                                         seed=args.seed + len(before), exclude=exclude, prover=prover,
+                                         on_kept=saved)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        bar.update(stats.kept - bar.n)
+    whole = solved.concat(before, labels)
+    solved.save(out, whole)
+    wins, draws, losses = whole.counts()
+    print(f"wrote {out}: {len(whole):,} positions (W/D/L {wins:,}/{draws:,}/{losses:,}); {stats.kept:,} new of "
+          f"{stats.tried:,} tried ({stats.unproven:,} unproven within {args.max_nodes:,} nodes) in "
+          f"{stats.seconds:.0f} s, {type(prover).__name__}")
+    if stats.interrupted:
+        print("interrupted: what was proven is saved; run the same command to add more")
+        return 130
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from connectx_az import kaggle_io
 
@@ -626,6 +667,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("label", help="prove random openings with the exact solver (value targets for "
+                       "train.solved_labels)")
+    p.add_argument("out", help=".npz file to write; one that exists is added to (new positions only)")
+    p.add_argument("--positions", type=int, help="stop after this many new proven positions")
+    p.add_argument("--seconds", type=float, help="stop after this many seconds (default 60 without --positions)")
+    p.add_argument("--plies", type=int, nargs=2, default=[4, 16], metavar=("MIN", "MAX"),
+                   help="random openings of MIN to MAX plies, uniformly (default 4 16)")
+    p.add_argument("--max-nodes", type=int, default=3_000_000,
+                   help="solver budget a position; unproven ones are dropped (default 3,000,000: about 0.3 s "
+                        "compiled)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (a file added to draws afresh)")
+    p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")

@@ -58,6 +58,10 @@ class TrainConfig:
     # Growing replay window: 0 keeps ``replay_generations`` throughout; g > 0 lets the
     # window grow by g generations per generation, from 1 up to ``replay_generations``.
     replay_growth: float = 0.0
+    # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
+    # them join each batch, value loss only (target: the proven result); 0 turns them off.
+    solved_labels: str = ""
+    solved_per_batch: int = 0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -72,6 +76,9 @@ class TrainConfig:
             raise ValueError("train.value_mix must be in [0, 1]")
         if self.replay_growth < 0:
             raise ValueError("train.replay_growth must be >= 0")
+        if self.solved_per_batch < 0 or (self.solved_per_batch > 0 and not self.solved_labels):
+            raise ValueError("train.solved_per_batch must be >= 0, and > 0 only with train.solved_labels "
+                             "(a file written by `connectx-az label`)")
 
     def lr_at(self, generation: int, num_generations: int) -> float:
         """The learning rate of ``generation`` in a run of ``num_generations``."""

@@ -162,25 +162,53 @@ def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Ten
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
-                *, progress: bool = True) -> dict[str, float]:
-    """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses."""
+                *, progress: bool = True, solved: replay.ReplayData | None = None,
+                solved_per_batch: int = 0) -> dict[str, float]:
+    """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses.
+
+    With ``solved`` (``solved_data``) each batch of ``batch_size`` self-play positions gains
+    ``solved_per_batch`` proven ones: they add to the value loss (the mean over all the batch's
+    rows) and not to the policy loss (the mean over the self-play rows, as without them);
+    ``solved_value_loss`` is their own mean.
+    """
     net.train()
+    extra = solved_per_batch if solved is not None and len(solved) else 0
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "policy_entropy": 0.0}
+    if extra:
+        sums["solved_value_loss"] = 0.0
     for _ in tqdm(range(num_steps), desc="train", leave=False, disable=not progress):
         batch = data.sample(batch_size, rng)
+        if extra:
+            assert solved is not None
+            more = solved.sample(extra, rng)
+            batch = replay.Batch(*(np.concatenate([a, b]) for a, b in
+                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))))
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
         policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value)
-        policy_loss, value_loss = policy_terms.mean(), value_terms.mean()
+        policy_loss, value_loss = policy_terms[:batch_size].mean(), value_terms.mean()
         optimizer.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()
         optimizer.step()
         sums["policy_loss"] += policy_loss.item()
-        sums["value_loss"] += value_loss.item()
-        sums["policy_entropy"] += -(log_probs.exp() * log_probs).sum(dim=1).mean().item()
+        sums["value_loss"] += value_terms[:batch_size].mean().item()
+        sums["policy_entropy"] += -(log_probs[:batch_size].exp() * log_probs[:batch_size]).sum(dim=1).mean().item()
+        if extra:
+            sums["solved_value_loss"] += value_terms[batch_size:].mean().item()
     net.eval()
     return {k: v / max(num_steps, 1) for k, v in sums.items()}
+
+
+def solved_data(path: str | Path) -> replay.ReplayData:
+    """A labels file (``solved.load``) as training rows: no policy target, the proven result as value target."""
+    from connectx_az import solved
+
+    labels = solved.load(path)
+    if not len(labels):
+        raise solved.LabelsError(f"{path} holds no positions; label some with `connectx-az label {path}`")
+    return replay.ReplayData(obs=labels.obs(), policy=np.zeros((len(labels), 7), np.float32),
+                             value=labels.result.astype(np.float32))
 
 
 #: positions per shard that ``held_out_losses`` scores (a forward pass each, no training)
@@ -285,6 +313,14 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     assert config is not None
     # Before anything is written: a device torch cannot use is refused with the run folder untouched.
     device = resolve_device(device or config.device)
+    solved = None
+    if config.train.solved_per_batch > 0:
+        try:
+            solved = solved_data(config.train.solved_labels)
+        except ValueError as exc:  # solved.LabelsError: a missing or malformed file, one line
+            raise ConfigError(f"train.solved_labels: {exc}") from exc
+        log.info("%d proven positions from %s, %d a batch", len(solved), config.train.solved_labels,
+                 config.train.solved_per_batch)
     if changed:
         save_config(config, run_dir)
         log.info("resuming %s with a changed config", run_dir)
@@ -345,7 +381,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             group["lr"] = lr
         t1 = time.perf_counter()
         losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
-                             rng, device, progress=progress)
+                             rng, device, progress=progress, solved=solved,
+                             solved_per_batch=config.train.solved_per_batch)
         t_train = time.perf_counter() - t1
         row: dict[str, Any] = {
             "generation": generation,

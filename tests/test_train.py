@@ -177,3 +177,48 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
     with pytest.raises(config.ConfigError, match="keeps its network"):
         train.run(run_dir, wider, resume=True, progress=False)
     assert config.load_config(run_dir) == longer
+
+
+def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> None:
+    import torch
+
+    from connectx_az import game, train
+
+    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
+    selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
+    proven = replay.ReplayData(obs[2:], np.zeros((2, 7), np.float32), np.ones(2, np.float32))
+    values = {}
+    for extra in (0, 8):
+        torch.manual_seed(0)
+        net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        losses = train.train_steps(net, optimizer, selfplay, 60, 8, np.random.default_rng(0), torch.device("cpu"),
+                                   progress=False, solved=proven, solved_per_batch=extra)
+        assert ("solved_value_loss" in losses) == bool(extra)
+        with torch.no_grad():
+            values[extra] = net(torch.from_numpy(obs[2:].astype(np.float32)))[1].mean().item()
+    assert values[8] > 0.5 and values[8] > values[0] + 0.3, values
+
+
+def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
+    from connectx_az import train
+
+    with pytest.raises(ValueError, match="only with train.solved_labels"):
+        config.make_config("smoke", overrides=["train.solved_per_batch=8"])
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "train.solved_per_batch=8",
+                                                 f"train.solved_labels={tmp_path / 'none.npz'}"])
+    with pytest.raises(config.ConfigError, match="train.solved_labels: .*does not exist"):
+        train.run(tmp_path / "run", cfg, progress=False)
+    assert not (tmp_path / "run").exists()  # refused before the run folder is written
+
+
+def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
+    from connectx_az import solved, solver, train
+
+    labels, _ = solved.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
+    solved.save(tmp_path / "labels.npz", labels)
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "train.solved_per_batch=4",
+                                                 f"train.solved_labels={tmp_path / 'labels.npz'}"])
+    train.run(tmp_path / "run", cfg, progress=False)
+    row = train.read_metrics(tmp_path / "run")[-1]
+    assert row["solved_value_loss"] >= 0 and row["value_loss"] >= 0

@@ -1,0 +1,191 @@
+"""Positions whose result the exact solver has proven: random openings labelled win, draw or loss.
+
+Self-play teaches the value head one noisy game result per position, and only in the openings
+its own policy reaches.  The weak solver proves the result of a random opening of 8 or more plies
+in a fraction of a second (compiled; ``solver_numba``), so such positions can teach the value head
+the openings that opponents create, with exact targets.  ``label`` draws random prefixes (the
+rules of ``selfplay.random_prefix``), proves each within a node budget and keeps the proven ones;
+the Pons benchmark's positions and their children are never kept (``benchmark_keys``), so the
+benchmark stays out of what is trained on.
+
+A file of labels is an ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards,
+side to move), ``plies`` (``int8``) and ``result`` (``int8``: +1 the side to move wins, 0 a draw,
+-1 it loses).  numpy and the standard library only, like the solver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from connectx_az import files, game, pons, selfplay, solver
+
+#: the fields of a labels file, and their dtypes
+FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8}
+
+
+class LabelsError(ValueError):
+    """A labels file that is missing, unreadable or malformed."""
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Proven positions: parallel arrays, one entry per position (see the module's docstring)."""
+
+    position: np.ndarray
+    mask: np.ndarray
+    plies: np.ndarray
+    result: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.result)
+
+    def keys(self) -> set[tuple[int, int]]:
+        return set(zip(self.position.tolist(), self.mask.tolist(), strict=True))
+
+    def obs(self) -> np.ndarray:
+        """``uint8[N, 2, 6, 7]`` network inputs (``game.encode``)."""
+        return np.stack([game.encode(int(p), int(m)) for p, m in zip(self.position, self.mask, strict=True)]) \
+            if len(self) else np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(wins, draws, losses)`` for the side to move."""
+        return int(np.sum(self.result > 0)), int(np.sum(self.result == 0)), int(np.sum(self.result < 0))
+
+
+def empty() -> Labels:
+    return Labels(**{name: np.zeros(0, dtype) for name, dtype in FIELDS.items()})
+
+
+def from_rows(rows: list[tuple[int, int, int, int]]) -> Labels:
+    """Labels from ``(position, mask, plies, result)`` tuples."""
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in FIELDS]
+    return Labels(**{name: np.array(col, dtype) for (name, dtype), col in zip(FIELDS.items(), columns, strict=True)})
+
+
+def concat(*parts: Labels) -> Labels:
+    """The positions of all ``parts``, each position once (its first label kept)."""
+    whole = Labels(**{name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, dtype)
+                      for name, dtype in FIELDS.items()})
+    keys = np.stack([whole.position, whole.mask], axis=1) if len(whole) else np.zeros((0, 2), np.uint64)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    keep = np.sort(first)
+    return Labels(**{name: getattr(whole, name)[keep] for name in FIELDS})
+
+
+def save(path: str | Path, labels: Labels) -> Path:
+    """Write ``labels`` atomically (a run killed mid-write leaves the previous file)."""
+    return files.atomic_write(path, lambda f: np.savez(f, **{name: getattr(labels, name) for name in FIELDS}))
+
+
+def load(path: str | Path) -> Labels:
+    """Read a labels file; ``LabelsError`` (one line) if it is missing, unreadable or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise LabelsError(f"labels file {path} does not exist; write one with `connectx-az label {path}`")
+    try:
+        with np.load(path) as data:
+            arrays = {name: np.asarray(data[name]) for name in FIELDS}
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise LabelsError(f"{path} is not a labels file written by `connectx-az label` ({type(exc).__name__})") \
+            from exc
+    sizes = {a.shape for a in arrays.values()}
+    if len(sizes) != 1 or len(next(iter(sizes))) != 1:
+        raise LabelsError(f"{path}: its arrays {sorted(FIELDS)} must be one-dimensional and of one length")
+    labels = Labels(**{name: arrays[name].astype(dtype, copy=False) for name, dtype in FIELDS.items()})
+    if len(labels) and not np.all(np.isin(labels.result, (-1, 0, 1))):
+        raise LabelsError(f"{path}: results must be -1, 0 or 1 (side to move's loss, draw, win)")
+    return labels
+
+
+def benchmark_keys() -> set[tuple[int, int]]:
+    """The ``(position, mask)`` of every Pons position (all six sets, Begin-Hard's 1,000) and of every child."""
+    keys = {pons.position_of(p) for name in pons.SETS for p in pons.load_set(name)}
+    for moves, _ in pons.load_results("Begin-Hard"):
+        keys.add(game.from_moves(moves))
+    for position, mask in list(keys):
+        for col in game.legal_cols(mask):
+            keys.add(game.play(position, mask, col))
+    return keys
+
+
+def random_positions(rng: np.random.Generator, min_plies: int, max_plies: int) -> Iterator[tuple[int, int, int]]:
+    """Endless ``(position, mask, plies)``: a uniform number of plies, then ``selfplay.random_prefix``.
+
+    Positions where the side to move can win at once are skipped (their result needs no proof).
+    """
+    if not 0 <= min_plies <= max_plies <= selfplay.MAX_PREFIX_PLIES:
+        raise ValueError(f"plies must satisfy 0 <= min <= max <= {selfplay.MAX_PREFIX_PLIES}, "
+                         f"not {min_plies}..{max_plies}")
+    while True:
+        plies = int(rng.integers(min_plies, max_plies + 1))
+        position, mask = game.from_moves("".join(str(c + 1) for c in selfplay.random_prefix(rng, plies)))
+        if not solver._can_win_next(position, mask):
+            yield position, mask, plies
+
+
+@dataclass
+class LabelStats:
+    """What ``label`` did: positions proven and kept, tried, skipped as benchmark positions or repeats."""
+
+    kept: int = 0
+    tried: int = 0
+    unproven: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+def label(*, num_positions: int | None = None, seconds: float | None = None, min_plies: int = 4,
+          max_plies: int = 16, max_nodes: int = 3_000_000, seed: int = 0,
+          exclude: set[tuple[int, int]] | None = None, prover: solver.Solver | None = None,
+          on_kept: Callable[[Labels, LabelStats], None] | None = None, every: int = 100) -> tuple[Labels, LabelStats]:
+    """Prove random positions until ``num_positions`` are kept or ``seconds`` have passed.
+
+    Each position is weak-solved within ``max_nodes`` (an unproven one is dropped: the labels lean
+    to positions the solver proves in that budget).  Positions in ``exclude`` (e.g.
+    ``benchmark_keys()`` and the keys of labels already on file) and repeats are skipped.
+    ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
+    ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
+    a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
+    ends the loop with what is proven so far (``stats.interrupted``).
+    """
+    if num_positions is None and seconds is None:
+        raise ValueError("give num_positions or seconds (or both)")
+    if prover is None:
+        from connectx_az import solver_numba
+
+        prover = solver_numba.make_solver()
+    seen = set(exclude or ())
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[int, int, int, int]] = []
+    stats = LabelStats()
+    start = time.perf_counter()
+    try:
+        for position, mask, plies in random_positions(rng, min_plies, max_plies):
+            stats.seconds = time.perf_counter() - start
+            if (num_positions is not None and stats.kept >= num_positions) or \
+                    (seconds is not None and stats.seconds >= seconds):
+                break
+            if (position, mask) in seen:
+                stats.skipped += 1
+                continue
+            seen.add((position, mask))
+            stats.tried += 1
+            prover.clear()
+            result = prover.solve(position, mask, weak=True, max_nodes=max_nodes)
+            if result is None:
+                stats.unproven += 1
+                continue
+            rows.append((position, mask, plies, result))
+            stats.kept += 1
+            if on_kept is not None and stats.kept % every == 0:
+                on_kept(from_rows(rows), stats)
+    except KeyboardInterrupt:
+        stats.interrupted = True
+    stats.seconds = time.perf_counter() - start
+    return from_rows(rows), stats
