@@ -99,6 +99,8 @@ def load(path: str | Path) -> Labels:
     labels = Labels(**{name: arrays[name].astype(dtype, copy=False) for name, dtype in FIELDS.items()})
     if len(labels) and not np.all(np.isin(labels.result, (-1, 0, 1))):
         raise LabelsError(f"{path}: results must be -1, 0 or 1 (side to move's loss, draw, win)")
+    if np.any(labels.position & ~labels.mask):
+        raise LabelsError(f"{path}: a position has stones outside its mask; these are not game.py bitboards")
     return labels
 
 

@@ -289,6 +289,20 @@ def test_validate_table_keeps_the_backend_and_solver_columns_apart() -> None:
         assert header.index(word) == first.index(cell, header.index("backend")), word
 
 
+def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
+    from connectx_az import solved
+
+    out = tmp_path / "labels.npz"
+    for total in (6, 12):
+        result = _run("label", str(out), "--positions", "6", "--plies", "14", "16")
+        assert result.returncode == 0, result.stderr
+        assert f"wrote {out}: {total} positions" in result.stdout and "6 new" in result.stdout
+    assert len(solved.load(out)) == 12 and len(solved.load(out).keys()) == 12
+    (tmp_path / "junk.npz").write_text("junk")
+    bad = _run("label", str(tmp_path / "junk.npz"), "--positions", "1")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a labels file" in bad.stderr
+
+
 def test_render_board_numbers_the_columns() -> None:
     board = game.to_kaggle(*game.from_moves("44"), mark=1)
     lines = cli.render_board(board).splitlines()

@@ -60,6 +60,10 @@ def test_bad_labels_files_give_one_line_errors(tmp_path: Path) -> None:
              plies=np.zeros(2, np.int8), result=np.array([1, 5], np.int8))
     with pytest.raises(solved.LabelsError, match="results must be"):
         solved.load(tmp_path / "bad.npz")
+    np.savez(tmp_path / "odd.npz", position=np.array([3], np.uint64), mask=np.array([1], np.uint64),
+             plies=np.zeros(1, np.int8), result=np.zeros(1, np.int8))
+    with pytest.raises(solved.LabelsError, match="outside its mask"):
+        solved.load(tmp_path / "odd.npz")
 
 
 def test_label_needs_a_stopping_rule_and_sane_plies() -> None:
