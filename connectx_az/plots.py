@@ -12,7 +12,8 @@ PANELS: list[tuple[str, list[str]]] = [
     # (through one generation of steps) and the new ones (not yet), scored before the steps: a widening gap between
     # them is memorisation of the games, not learning
     ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss"]),
-    ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss"]),
+    # solved: the proven positions of train.solved_labels, where a run has them
+    ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss", "solved_value_loss"]),
     ("policy entropy", ["policy_entropy"]),
     ("game length (plies)", ["mean_length"]),
     ("first-player win rate / draw rate", ["first_player_win_rate", "draw_rate"]),

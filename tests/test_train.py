@@ -222,3 +222,17 @@ def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
     train.run(tmp_path / "run", cfg, progress=False)
     row = train.read_metrics(tmp_path / "run")[-1]
     assert row["solved_value_loss"] >= 0 and row["value_loss"] >= 0
+
+
+def test_the_value_panel_draws_the_proven_positions_loss_where_a_run_has_it() -> None:
+    pytest.importorskip("matplotlib")
+    from connectx_az import plots
+
+    rows = [{"generation": g, "value_loss": 0.1, "fresh_value_loss": 0.12, "solved_value_loss": 0.4 - g / 100}
+            for g in range(3)]
+    axes = plots.figure(rows).axes
+    value = next(ax for ax in axes if ax.get_title() == "value loss")
+    assert [line.get_label() for line in value.lines] == ["value_loss", "fresh_value_loss", "solved_value_loss"]
+    plain = next(ax for ax in plots.figure([{k: r[k] for k in ("generation", "value_loss")} for r in rows]).axes
+                 if ax.get_title() == "value loss")
+    assert [line.get_label() for line in plain.lines] == ["value_loss"]
