@@ -49,8 +49,9 @@ class Labels:
 
     def obs(self) -> np.ndarray:
         """``uint8[N, 2, 6, 7]`` network inputs (``game.encode``)."""
-        return np.stack([game.encode(int(p), int(m)) for p, m in zip(self.position, self.mask, strict=True)]) \
-            if len(self) else np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
+        if not len(self):
+            return np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
+        return np.stack([game.encode(int(p), int(m)) for p, m in zip(self.position, self.mask, strict=True)])
 
     def counts(self) -> tuple[int, int, int]:
         """``(wins, draws, losses)`` for the side to move."""

@@ -48,6 +48,7 @@ def test_labels_survive_a_round_trip_and_concat_keeps_each_position_once(tmp_pat
     assert all(np.array_equal(getattr(back, f), getattr(labels, f)) for f in solved.FIELDS)
     both = solved.concat(labels, back, solved.empty())
     assert len(both) == 6 and both.keys() == labels.keys()
+    assert solved.empty().obs().shape == (0, 2, game.ROWS, game.COLS)
 
 
 def test_bad_labels_files_give_one_line_errors(tmp_path: Path) -> None:
