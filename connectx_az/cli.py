@@ -160,6 +160,26 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UserError(f"{exc}; choose another file to write") from exc
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
+    if args.moves:  # the file's positions that lack their best moves get them first
+        lacking = int(((before.best == 0) & (before.result >= 0)).sum())
+        with _progress(lacking, "positions", desc=f"best moves in {out.name}") as bar:
+            def filled(labels: solved.Labels, stats: solved.LabelStats) -> None:
+                solved.save(out, labels)
+                bar.update(stats.tried - bar.n)
+
+            before, fill = solved.add_moves(before, max_nodes=args.max_nodes, seconds=seconds, prover=prover,
+                                            on_done=filled)
+        if fill.tried:
+            solved.save(out, before)
+            print(f"best moves of {fill.with_moves:,} of the {lacking:,} positions of {out} that lacked them "
+                  f"({fill.unproven:,} unproven within {args.max_nodes:,} nodes) in {fill.seconds:.0f} s")
+        if fill.interrupted:
+            print("interrupted: what was proven is saved; run the same command to add more")
+            return 130
+        if seconds is not None:
+            seconds -= fill.seconds
+            if seconds <= 0:
+                return 0
     exclude = solved.benchmark_keys() | before.keys()
 
     with _progress(args.positions or 0, "positions", desc=f"proving into {out.name}") as bar:
@@ -170,16 +190,17 @@ def cmd_label(args: argparse.Namespace) -> int:
         try:
             labels, stats = solved.label(num_positions=args.positions, seconds=seconds, min_plies=args.plies[0],
                                          max_plies=args.plies[1], max_nodes=args.max_nodes,
-                                         seed=args.seed + len(before), exclude=exclude, prover=prover,
-                                         on_kept=saved)
+                                         seed=args.seed + len(before), moves=args.moves, exclude=exclude,
+                                         prover=prover, on_kept=saved)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
         bar.update(stats.kept - bar.n)
     whole = solved.concat(before, labels)
     solved.save(out, whole)
     wins, draws, losses = whole.counts()
+    moves = f", {stats.with_moves:,} with their best moves" if args.moves else ""
     print(f"wrote {out}: {len(whole):,} positions (W/D/L {wins:,}/{draws:,}/{losses:,}); {stats.kept:,} new of "
-          f"{stats.tried:,} tried ({stats.unproven:,} unproven within {args.max_nodes:,} nodes) in "
+          f"{stats.tried:,} tried ({stats.unproven:,} unproven within {args.max_nodes:,} nodes{moves}) in "
           f"{stats.seconds:.0f} s, {type(prover).__name__}")
     if stats.interrupted:
         print("interrupted: what was proven is saved; run the same command to add more")
@@ -668,8 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("label", help="prove random openings with the exact solver (value targets for "
-                       "train.solved_labels)")
+    p = sub.add_parser("label", help="prove random openings with the exact solver (value and, with --moves, "
+                       "policy targets for train.solved_labels)")
     p.add_argument("out", help=".npz file to write; one that exists is added to (new positions only)")
     p.add_argument("--positions", type=int, help="stop after this many new proven positions")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default 60 without --positions)")
@@ -679,6 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solver budget a position; unproven ones are dropped (default 3,000,000: about 0.3 s "
                         "compiled)")
     p.add_argument("--seed", type=int, default=0, help="random seed (a file added to draws afresh)")
+    p.add_argument("--moves", action="store_true",
+                   help="also prove each position's best moves (policy targets for train.solved_policy; "
+                        "several times the work), first for the file's positions that lack them")
     p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")

@@ -60,8 +60,11 @@ class TrainConfig:
     replay_growth: float = 0.0
     # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
     # them join each batch, value loss only (target: the proven result); 0 turns them off.
+    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too
+    # (target: uniform over the moves that keep the result).
     solved_labels: str = ""
     solved_per_batch: int = 0
+    solved_policy: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -79,6 +82,8 @@ class TrainConfig:
         if self.solved_per_batch < 0 or (self.solved_per_batch > 0 and not self.solved_labels):
             raise ValueError("train.solved_per_batch must be >= 0, and > 0 only with train.solved_labels "
                              "(a file written by `connectx-az label`)")
+        if self.solved_policy and not self.solved_per_batch:
+            raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
 
     def lr_at(self, generation: int, num_generations: int) -> float:
         """The learning rate of ``generation`` in a run of ``num_generations``."""

@@ -8,9 +8,15 @@ rules of ``selfplay.random_prefix``), proves each within a node budget and keeps
 the Pons benchmark's positions and their children are never kept (``benchmark_keys``), so the
 benchmark stays out of what is trained on.
 
+With ``moves`` each kept position also gets its best moves, a policy target: every child is
+weak-solved too (``Solver.move_scores``, the root's table warm), and ``best`` marks the columns
+that keep the proven result.
+
 A file of labels is an ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards,
-side to move), ``plies`` (``int8``) and ``result`` (``int8``: +1 the side to move wins, 0 a draw,
--1 it loses).  numpy and the standard library only, like the solver.
+side to move), ``plies`` (``int8``), ``result`` (``int8``: +1 the side to move wins, 0 a draw,
+-1 it loses) and ``best`` (``uint8``: bit ``c`` set where column ``c`` keeps the result; 0 where
+the moves were not proven, and in a lost position, where every move loses).  Files written
+before ``best`` existed read with ``best`` 0.  numpy and the standard library only, like the solver.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 from connectx_az import files, game, pons, selfplay, solver
 
 #: the fields of a labels file, and their dtypes
-FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8}
+FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8, "best": np.uint8}
 
 
 class LabelsError(ValueError):
@@ -40,6 +46,7 @@ class Labels:
     mask: np.ndarray
     plies: np.ndarray
     result: np.ndarray
+    best: np.ndarray
 
     def __len__(self) -> int:
         return len(self.result)
@@ -53,6 +60,11 @@ class Labels:
             return np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
         return np.stack([game.encode(int(p), int(m)) for p, m in zip(self.position, self.mask, strict=True)])
 
+    def policy(self) -> np.ndarray:
+        """``float32[N, 7]`` policy targets: uniform over each position's ``best`` columns (0 without them)."""
+        bits = (self.best[:, None].astype(np.int64) >> np.arange(game.COLS)) & 1
+        return (bits / np.maximum(bits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
+
     def counts(self) -> tuple[int, int, int]:
         """``(wins, draws, losses)`` for the side to move."""
         return int(np.sum(self.result > 0)), int(np.sum(self.result == 0)), int(np.sum(self.result < 0))
@@ -62,8 +74,8 @@ def empty() -> Labels:
     return Labels(**{name: np.zeros(0, dtype) for name, dtype in FIELDS.items()})
 
 
-def from_rows(rows: list[tuple[int, int, int, int]]) -> Labels:
-    """Labels from ``(position, mask, plies, result)`` tuples."""
+def from_rows(rows: list[tuple[int, int, int, int, int]]) -> Labels:
+    """Labels from ``(position, mask, plies, result, best)`` tuples."""
     columns = list(zip(*rows, strict=True)) if rows else [[] for _ in FIELDS]
     return Labels(**{name: np.array(col, dtype) for (name, dtype), col in zip(FIELDS.items(), columns, strict=True)})
 
@@ -90,7 +102,9 @@ def load(path: str | Path) -> Labels:
         raise LabelsError(f"labels file {path} does not exist; write one with `connectx-az label {path}`")
     try:
         with np.load(path) as data:
-            arrays = {name: np.asarray(data[name]) for name in FIELDS}
+            arrays = {name: np.asarray(data[name]) for name in FIELDS if name != "best"}
+            arrays["best"] = np.asarray(data["best"]) if "best" in data.files else \
+                np.zeros(arrays["result"].shape, np.uint8)
     except (OSError, ValueError, KeyError, EOFError) as exc:
         raise LabelsError(f"{path} is not a labels file written by `connectx-az label` ({type(exc).__name__})") \
             from exc
@@ -102,6 +116,8 @@ def load(path: str | Path) -> Labels:
         raise LabelsError(f"{path}: results must be -1, 0 or 1 (side to move's loss, draw, win)")
     if np.any(labels.position & ~labels.mask):
         raise LabelsError(f"{path}: a position has stones outside its mask; these are not game.py bitboards")
+    if np.any(labels.best >> game.COLS):
+        raise LabelsError(f"{path}: best moves must be a bitmask of the {game.COLS} columns")
     return labels
 
 
@@ -133,9 +149,11 @@ def random_positions(rng: np.random.Generator, min_plies: int, max_plies: int) -
 
 @dataclass
 class LabelStats:
-    """What ``label`` did: positions proven and kept, tried, skipped as benchmark positions or repeats."""
+    """What ``label`` (or ``add_moves``) did: positions proven and kept, tried, skipped as benchmark positions or
+    repeats."""
 
     kept: int = 0
+    with_moves: int = 0  # positions given their best moves (a policy target)
     tried: int = 0
     unproven: int = 0
     skipped: int = 0
@@ -143,8 +161,71 @@ class LabelStats:
     interrupted: bool = False
 
 
+def best_moves(prover: solver.Solver, position: int, mask: int, result: int, max_nodes: int) -> int | None:
+    """The ``best`` bitmask of a position proven ``result`` (0 if it is lost), ``None`` if not proven in budget.
+
+    Each child is weak-solved (``Solver.move_scores``) from ``prover``'s table as it stands: right
+    after the position's own proof, much of the work is already there.
+    """
+    if result < 0:
+        return 0
+    scores = prover.move_scores(position, mask, weak=True, max_nodes=max_nodes)
+    if scores is None:
+        return None
+    best = sum(1 << col for col, score in enumerate(scores) if score == result)
+    if not best:
+        raise AssertionError(f"no move keeps the proven result {result}")  # unreachable for a sound solver
+    return best
+
+
+def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | None = None,
+              prover: solver.Solver | None = None,
+              on_done: Callable[[Labels, LabelStats], None] | None = None,
+              every: int = 100) -> tuple[Labels, LabelStats]:
+    """``labels`` with the best moves proven (``best_moves``) where they lack them.
+
+    Lost positions need none; a position whose moves are not proven within ``max_nodes`` keeps
+    ``best`` 0 (``stats.unproven``).  Stops after ``seconds``, or at a ``KeyboardInterrupt`` with
+    what is proven so far (``stats.interrupted``).  ``on_done(labels_so_far, stats)`` is called
+    after every ``every`` positions tried.
+    """
+    prover = prover if prover is not None else _default_prover()
+    best = labels.best.copy()
+    stats = LabelStats()
+    start = time.perf_counter()
+
+    def current() -> Labels:
+        return Labels(labels.position, labels.mask, labels.plies, labels.result, best.copy())
+
+    try:
+        for i in np.flatnonzero((best == 0) & (labels.result >= 0)):
+            if seconds is not None and time.perf_counter() - start >= seconds:
+                break
+            stats.tried += 1
+            prover.clear()
+            moves = best_moves(prover, int(labels.position[i]), int(labels.mask[i]), int(labels.result[i]),
+                               max_nodes)
+            if moves:
+                best[i] = moves
+                stats.with_moves += 1
+            else:
+                stats.unproven += 1
+            if on_done is not None and stats.tried % every == 0:
+                on_done(current(), stats)
+    except KeyboardInterrupt:
+        stats.interrupted = True
+    stats.seconds = time.perf_counter() - start
+    return current(), stats
+
+
+def _default_prover() -> solver.Solver:
+    from connectx_az import solver_numba
+
+    return solver_numba.make_solver()
+
+
 def label(*, num_positions: int | None = None, seconds: float | None = None, min_plies: int = 4,
-          max_plies: int = 16, max_nodes: int = 3_000_000, seed: int = 0,
+          max_plies: int = 16, max_nodes: int = 3_000_000, seed: int = 0, moves: bool = False,
           exclude: set[tuple[int, int]] | None = None, prover: solver.Solver | None = None,
           on_kept: Callable[[Labels, LabelStats], None] | None = None, every: int = 100) -> tuple[Labels, LabelStats]:
     """Prove random positions until ``num_positions`` are kept or ``seconds`` have passed.
@@ -152,6 +233,8 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     Each position is weak-solved within ``max_nodes`` (an unproven one is dropped: the labels lean
     to positions the solver proves in that budget).  Positions in ``exclude`` (e.g.
     ``benchmark_keys()`` and the keys of labels already on file) and repeats are skipped.
+    With ``moves`` each kept position's best moves are proven too (``best_moves``, within another
+    ``max_nodes``; ``best`` stays 0 where they are not, ``stats.with_moves`` counts those that are).
     ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
     ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
     a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
@@ -159,13 +242,10 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     """
     if num_positions is None and seconds is None:
         raise ValueError("give num_positions or seconds (or both)")
-    if prover is None:
-        from connectx_az import solver_numba
-
-        prover = solver_numba.make_solver()
+    prover = prover if prover is not None else _default_prover()
     seen = set(exclude or ())
     rng = np.random.default_rng(seed)
-    rows: list[tuple[int, int, int, int]] = []
+    rows: list[tuple[int, int, int, int, int]] = []
     stats = LabelStats()
     start = time.perf_counter()
     try:
@@ -184,7 +264,9 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
             if result is None:
                 stats.unproven += 1
                 continue
-            rows.append((position, mask, plies, result))
+            best = (best_moves(prover, position, mask, result, max_nodes) or 0) if moves else 0
+            stats.with_moves += bool(best)
+            rows.append((position, mask, plies, result, best))
             stats.kept += 1
             if on_kept is not None and stats.kept % every == 0:
                 on_kept(from_rows(rows), stats)

@@ -168,14 +168,18 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
 
     With ``solved`` (``solved_data``) each batch of ``batch_size`` self-play positions gains
     ``solved_per_batch`` proven ones: they add to the value loss (the mean over all the batch's
-    rows) and not to the policy loss (the mean over the self-play rows, as without them);
-    ``solved_value_loss`` is their own mean.
+    rows), and to the policy loss only where they carry a policy target (the mean over the
+    self-play rows and those; a row without one has an all-zero target).  ``solved_value_loss``
+    and, where some rows carry a target, ``solved_policy_loss`` are their own means.
     """
     net.train()
     extra = solved_per_batch if solved is not None and len(solved) else 0
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "policy_entropy": 0.0}
+    policy_rows = bool(extra) and bool(solved is not None and solved.policy.any())
     if extra:
         sums["solved_value_loss"] = 0.0
+    if policy_rows:
+        sums["solved_policy_loss"] = 0.0
     for _ in tqdm(range(num_steps), desc="train", leave=False, disable=not progress):
         batch = data.sample(batch_size, rng)
         if extra:
@@ -187,28 +191,35 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
         policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value)
-        policy_loss, value_loss = policy_terms[:batch_size].mean(), value_terms.mean()
+        targets = int((batch.policy[batch_size:].sum(axis=1) > 0).sum()) if extra else 0
+        policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
+        value_loss = value_terms.mean()
         optimizer.zero_grad(set_to_none=True)
         (policy_loss + value_loss).backward()
         optimizer.step()
-        sums["policy_loss"] += policy_loss.item()
+        sums["policy_loss"] += policy_terms[:batch_size].mean().item()
         sums["value_loss"] += value_terms[:batch_size].mean().item()
         sums["policy_entropy"] += -(log_probs[:batch_size].exp() * log_probs[:batch_size]).sum(dim=1).mean().item()
         if extra:
             sums["solved_value_loss"] += value_terms[batch_size:].mean().item()
+            if policy_rows and targets:
+                sums["solved_policy_loss"] += policy_terms[batch_size:].sum().item() / targets
     net.eval()
     return {k: v / max(num_steps, 1) for k, v in sums.items()}
 
 
-def solved_data(path: str | Path) -> replay.ReplayData:
-    """A labels file (``solved.load``) as training rows: no policy target, the proven result as value target."""
+def solved_data(path: str | Path, *, policy: bool = False) -> replay.ReplayData:
+    """A labels file (``solved.load``) as training rows: the proven result as value target, and with
+    ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without)."""
     from connectx_az import solved
 
     labels = solved.load(path)
     if not len(labels):
         raise solved.LabelsError(f"{path} holds no positions; label some with `connectx-az label {path}`")
-    return replay.ReplayData(obs=labels.obs(), policy=np.zeros((len(labels), 7), np.float32),
-                             value=labels.result.astype(np.float32))
+    if policy and not labels.best.any():
+        raise solved.LabelsError(f"{path} holds no best moves; prove them with `connectx-az label {path} --moves`")
+    targets = labels.policy() if policy else np.zeros((len(labels), 7), np.float32)
+    return replay.ReplayData(obs=labels.obs(), policy=targets, value=labels.result.astype(np.float32))
 
 
 #: positions per shard that ``held_out_losses`` scores (a forward pass each, no training)
@@ -316,7 +327,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     solved = None
     if config.train.solved_per_batch > 0:
         try:
-            solved = solved_data(config.train.solved_labels)
+            solved = solved_data(config.train.solved_labels, policy=config.train.solved_policy)
         except ValueError as exc:  # solved.LabelsError: a missing or malformed file, one line
             raise ConfigError(f"train.solved_labels: {exc}") from exc
         log.info("%d proven positions from %s, %d a batch", len(solved), config.train.solved_labels,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from connectx_az import cli, game
@@ -298,6 +299,16 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert f"wrote {out}: {total} positions" in result.stdout and "6 new" in result.stdout
     assert len(solved.load(out)) == 12 and len(solved.load(out).keys()) == 12
+    assert not solved.load(out).best.any()
+    # --moves: the file's positions get their best moves first, then new ones are proven with theirs
+    result = _run("label", str(out), "--positions", "2", "--plies", "14", "16", "--moves")
+    assert result.returncode == 0, result.stderr
+    labels = solved.load(out)
+    lacking = int(sum(labels.result[:12] >= 0))
+    assert f"best moves of {lacking} of the {lacking} positions" in result.stdout
+    assert f"wrote {out}: 14 positions" in result.stdout
+    assert f"{int(sum(labels.result[12:] >= 0))} with their best moves" in result.stdout
+    assert np.array_equal(labels.best > 0, labels.result >= 0)
     (tmp_path / "junk.npz").write_text("junk")
     bad = _run("label", str(tmp_path / "junk.npz"), "--positions", "1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a labels file" in bad.stderr

@@ -72,3 +72,41 @@ def test_label_needs_a_stopping_rule_and_sane_plies() -> None:
         solved.label(prover=solver.Solver())
     with pytest.raises(ValueError, match="plies"):
         solved.label(num_positions=1, min_plies=10, max_plies=5, prover=solver.Solver())
+
+
+def test_label_with_moves_marks_exactly_the_moves_that_keep_the_result() -> None:
+    labels, stats = _label(10, seed=3, moves=True)
+    assert stats.with_moves == int(np.sum(labels.result >= 0)) > 0
+    check = solver.Solver()
+    for position, mask, result, best in zip(labels.position, labels.mask, labels.result, labels.best, strict=True):
+        if result < 0:
+            assert best == 0  # every move loses: no policy target
+            continue
+        scores = check.move_scores(int(position), int(mask), weak=True)
+        assert best == sum(1 << col for col, score in enumerate(scores) if score == result) != 0
+    policy = labels.policy()
+    assert policy.shape == (10, game.COLS) and policy.dtype == np.float32
+    np.testing.assert_allclose(policy.sum(axis=1), (labels.best > 0).astype(np.float32), atol=1e-6)
+    assert np.all((policy > 0) == ((labels.best[:, None] >> np.arange(game.COLS)) & 1).astype(bool))
+
+
+def test_add_moves_gives_an_older_file_its_best_moves(tmp_path: Path) -> None:
+    with_moves, _ = _label(8, seed=11, moves=True)
+    older = tmp_path / "older.npz"  # written before ``best`` existed
+    np.savez(older, **{name: getattr(with_moves, name) for name in ("position", "mask", "plies", "result")})
+    plain = solved.load(older)
+    assert not plain.best.any() and not plain.policy().any()
+    none_yet, stats = solved.add_moves(plain, seconds=0, prover=solver.Solver())
+    assert stats.tried == 0 and not none_yet.best.any()
+    filled, stats = solved.add_moves(plain, prover=solver.Solver())
+    assert np.array_equal(filled.best, with_moves.best) and stats.with_moves == int(np.sum(plain.result >= 0))
+    again, stats = solved.add_moves(filled, prover=solver.Solver())
+    assert stats.tried == 0 and np.array_equal(again.best, filled.best)
+
+
+def test_best_moves_outside_the_board_are_refused(tmp_path: Path) -> None:
+    labels, _ = _label(2, seed=13)
+    np.savez(tmp_path / "wide.npz", **{name: getattr(labels, name) for name in solved.FIELDS if name != "best"},
+             best=np.array([1, 1 << game.COLS], np.uint8))
+    with pytest.raises(solved.LabelsError, match="bitmask of the 7 columns"):
+        solved.load(tmp_path / "wide.npz")

@@ -200,6 +200,47 @@ def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> No
     assert values[8] > 0.5 and values[8] > values[0] + 0.3, values
 
 
+def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() -> None:
+    import torch
+
+    from connectx_az import game, train
+
+    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
+    selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
+    best = np.zeros((2, 7), np.float32)
+    best[:, 1] = 1.0  # column 2 is "the" best move of both proven positions (either side)
+    best[:, 5] = 1.0  # ... and its mirror image, since batches are mirrored at random
+    best /= 2
+    probs = {}
+    for name, target in (("without", np.zeros((2, 7), np.float32)), ("with", best)):
+        torch.manual_seed(0)
+        net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        proven = replay.ReplayData(obs[2:], target, np.ones(2, np.float32))
+        losses = train.train_steps(net, optimizer, selfplay, 60, 8, np.random.default_rng(0), torch.device("cpu"),
+                                   progress=False, solved=proven, solved_per_batch=8)
+        assert ("solved_policy_loss" in losses) == (name == "with")
+        with torch.no_grad():
+            probs[name] = torch.softmax(net(torch.from_numpy(obs[2:].astype(np.float32)))[0], dim=1)[:, [1, 5]]
+    assert probs["with"].sum(dim=1).min() > 0.6 and probs["without"].sum(dim=1).max() < 0.45, probs
+
+
+def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
+    from connectx_az import solved, solver, train
+
+    with pytest.raises(ValueError, match="solved_policy needs"):
+        config.make_config("smoke", overrides=["train.solved_policy=true"])
+    labels, _ = solved.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver())
+    solved.save(tmp_path / "plain.npz", labels)
+    assert not train.solved_data(tmp_path / "plain.npz").policy.any()
+    with pytest.raises(solved.LabelsError, match="no best moves.*--moves"):
+        train.solved_data(tmp_path / "plain.npz", policy=True)
+    labels, _ = solved.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver(), moves=True)
+    solved.save(tmp_path / "moves.npz", labels)
+    data = train.solved_data(tmp_path / "moves.npz", policy=True)
+    assert np.array_equal(data.policy, labels.policy()) and data.policy.any()
+
+
 def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
     from connectx_az import train
 
