@@ -702,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed (a file added to draws afresh)")
     p.add_argument("--moves", action="store_true",
                    help="also prove each position's best moves (policy targets for train.solved_policy; "
-                        "several times the work), first for the file's positions that lack them")
+                        "about 1.6 times the work), first for the file's positions that lack them")
     p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
