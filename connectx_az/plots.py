@@ -11,8 +11,9 @@ PANELS: list[tuple[str, list[str]]] = [
     # training: the mean over the generation's steps; seen / fresh: the previous generation's games
     # (through one generation of steps) and the new ones (not yet), scored before the steps: a widening gap between
     # them is memorisation of the games, not learning
-    ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss"]),
-    # solved: the proven positions of train.solved_labels, where a run has them
+    # solved: the proven positions of train.solved_labels (their best moves with train.solved_policy), where a run
+    # has them
+    ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss", "solved_policy_loss"]),
     ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss", "solved_value_loss"]),
     ("policy entropy", ["policy_entropy"]),
     ("game length (plies)", ["mean_length"]),

@@ -265,15 +265,19 @@ def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
     assert row["solved_value_loss"] >= 0 and row["value_loss"] >= 0
 
 
-def test_the_value_panel_draws_the_proven_positions_loss_where_a_run_has_it() -> None:
+def test_the_loss_panels_draw_the_proven_positions_losses_where_a_run_has_them() -> None:
     pytest.importorskip("matplotlib")
     from connectx_az import plots
 
-    rows = [{"generation": g, "value_loss": 0.1, "fresh_value_loss": 0.12, "solved_value_loss": 0.4 - g / 100}
-            for g in range(3)]
-    axes = plots.figure(rows).axes
-    value = next(ax for ax in axes if ax.get_title() == "value loss")
-    assert [line.get_label() for line in value.lines] == ["value_loss", "fresh_value_loss", "solved_value_loss"]
-    plain = next(ax for ax in plots.figure([{k: r[k] for k in ("generation", "value_loss")} for r in rows]).axes
-                 if ax.get_title() == "value loss")
-    assert [line.get_label() for line in plain.lines] == ["value_loss"]
+    rows = [{"generation": g, "value_loss": 0.1, "fresh_value_loss": 0.12, "solved_value_loss": 0.4 - g / 100,
+             "policy_loss": 1.0, "solved_policy_loss": 0.9 - g / 100} for g in range(3)]
+
+    def panel(rows: list[dict], title: str) -> list[str]:
+        ax = next(ax for ax in plots.figure(rows).axes if ax.get_title() == title)
+        return [line.get_label() for line in ax.lines]
+
+    assert panel(rows, "value loss") == ["value_loss", "fresh_value_loss", "solved_value_loss"]
+    assert panel(rows, "policy loss") == ["policy_loss", "solved_policy_loss"]
+    plain = [{k: r[k] for k in ("generation", "value_loss", "policy_loss")} for r in rows]
+    assert panel(plain, "value loss") == ["value_loss"]
+    assert panel(plain, "policy loss") == ["policy_loss"]
