@@ -161,7 +161,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
     if args.moves:  # the file's positions that lack their best moves get them first
-        lacking = int(((before.best == 0) & (before.result >= 0)).sum())
+        lacking = int(before.lacks_moves().sum())
         with _progress(lacking, "positions", desc=f"best moves in {out.name}") as bar:
             def filled(labels: solved.Labels, stats: solved.LabelStats) -> None:
                 solved.save(out, labels)

@@ -15,8 +15,9 @@ that keep the proven result.
 A file of labels is an ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards,
 side to move), ``plies`` (``int8``), ``result`` (``int8``: +1 the side to move wins, 0 a draw,
 -1 it loses) and ``best`` (``uint8``: bit ``c`` set where column ``c`` keeps the result; 0 where
-the moves were not proven, and in a lost position, where every move loses).  Files written
-before ``best`` existed read with ``best`` 0.  numpy and the standard library only, like the solver.
+the moves were not sought, and in a lost position, where every move loses; ``UNPROVEN_MOVES``
+where they were sought and not proven in budget, so that they are not sought again).  Files
+written before ``best`` existed read with ``best`` 0.  numpy and the standard library only, like the solver.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from connectx_az import files, game, pons, selfplay, solver
 
 #: the fields of a labels file, and their dtypes
 FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8, "best": np.uint8}
+#: the bits of ``best`` that are columns
+COLUMN_BITS = (1 << game.COLS) - 1
+#: ``best`` of a position whose best moves were sought and not proven within the budget
+UNPROVEN_MOVES = 1 << game.COLS
 
 
 class LabelsError(ValueError):
@@ -60,9 +65,17 @@ class Labels:
             return np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
         return np.stack([game.encode(int(p), int(m)) for p, m in zip(self.position, self.mask, strict=True)])
 
+    def has_moves(self) -> np.ndarray:
+        """``bool[N]``: the positions that carry their best moves (a policy target)."""
+        return (self.best & COLUMN_BITS) != 0
+
+    def lacks_moves(self) -> np.ndarray:
+        """``bool[N]``: the positions, won or drawn, whose best moves were never sought."""
+        return (self.best == 0) & (self.result >= 0)
+
     def policy(self) -> np.ndarray:
         """``float32[N, 7]`` policy targets: uniform over each position's ``best`` columns (0 without them)."""
-        bits = (self.best[:, None].astype(np.int64) >> np.arange(game.COLS)) & 1
+        bits = ((self.best & COLUMN_BITS)[:, None].astype(np.int64) >> np.arange(game.COLS)) & 1
         return (bits / np.maximum(bits.sum(axis=1, keepdims=True), 1)).astype(np.float32)
 
     def counts(self) -> tuple[int, int, int]:
@@ -116,7 +129,7 @@ def load(path: str | Path) -> Labels:
         raise LabelsError(f"{path}: results must be -1, 0 or 1 (side to move's loss, draw, win)")
     if np.any(labels.position & ~labels.mask):
         raise LabelsError(f"{path}: a position has stones outside its mask; these are not game.py bitboards")
-    if np.any(labels.best >> game.COLS):
+    if np.any((labels.best > COLUMN_BITS) & (labels.best != UNPROVEN_MOVES)):
         raise LabelsError(f"{path}: best moves must be a bitmask of the {game.COLS} columns")
     return labels
 
@@ -184,10 +197,10 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
               every: int = 100) -> tuple[Labels, LabelStats]:
     """``labels`` with the best moves proven (``best_moves``) where they lack them.
 
-    Lost positions need none; a position whose moves are not proven within ``max_nodes`` keeps
-    ``best`` 0 (``stats.unproven``).  Stops after ``seconds``, or at a ``KeyboardInterrupt`` with
-    what is proven so far (``stats.interrupted``).  ``on_done(labels_so_far, stats)`` is called
-    after every ``every`` positions tried.
+    Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets
+    ``best`` ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again.  Stops after
+    ``seconds``, or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).
+    ``on_done(labels_so_far, stats)`` is called after every ``every`` positions tried.
     """
     prover = prover if prover is not None else _default_prover()
     best = labels.best.copy()
@@ -198,18 +211,16 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
         return Labels(labels.position, labels.mask, labels.plies, labels.result, best.copy())
 
     try:
-        for i in np.flatnonzero((best == 0) & (labels.result >= 0)):
+        for i in np.flatnonzero(labels.lacks_moves()):
             if seconds is not None and time.perf_counter() - start >= seconds:
                 break
             stats.tried += 1
             prover.clear()
             moves = best_moves(prover, int(labels.position[i]), int(labels.mask[i]), int(labels.result[i]),
                                max_nodes)
-            if moves:
-                best[i] = moves
-                stats.with_moves += 1
-            else:
-                stats.unproven += 1
+            best[i] = UNPROVEN_MOVES if moves is None else moves
+            stats.with_moves += moves is not None
+            stats.unproven += moves is None
             if on_done is not None and stats.tried % every == 0:
                 on_done(current(), stats)
     except KeyboardInterrupt:
@@ -234,7 +245,8 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     to positions the solver proves in that budget).  Positions in ``exclude`` (e.g.
     ``benchmark_keys()`` and the keys of labels already on file) and repeats are skipped.
     With ``moves`` each kept position's best moves are proven too (``best_moves``, within another
-    ``max_nodes``; ``best`` stays 0 where they are not, ``stats.with_moves`` counts those that are).
+    ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not, ``stats.with_moves`` counts those that
+    are).
     ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
     ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
     a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
@@ -264,8 +276,9 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
             if result is None:
                 stats.unproven += 1
                 continue
-            best = (best_moves(prover, position, mask, result, max_nodes) or 0) if moves else 0
-            stats.with_moves += bool(best)
+            best = best_moves(prover, position, mask, result, max_nodes) if moves else 0
+            best = UNPROVEN_MOVES if best is None else best
+            stats.with_moves += bool(best & COLUMN_BITS)
             rows.append((position, mask, plies, result, best))
             stats.kept += 1
             if on_kept is not None and stats.kept % every == 0:

@@ -216,7 +216,7 @@ def solved_data(path: str | Path, *, policy: bool = False) -> replay.ReplayData:
     labels = solved.load(path)
     if not len(labels):
         raise solved.LabelsError(f"{path} holds no positions; label some with `connectx-az label {path}`")
-    if policy and not labels.best.any():
+    if policy and not labels.has_moves().any():
         raise solved.LabelsError(f"{path} holds no best moves; prove them with `connectx-az label {path} --moves`")
     targets = labels.policy() if policy else np.zeros((len(labels), 7), np.float32)
     return replay.ReplayData(obs=labels.obs(), policy=targets, value=labels.result.astype(np.float32))

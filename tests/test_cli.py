@@ -308,7 +308,7 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     assert f"best moves of {lacking} of the {lacking} positions" in result.stdout
     assert f"wrote {out}: 14 positions" in result.stdout
     assert f"{int(sum(labels.result[12:] >= 0))} with their best moves" in result.stdout
-    assert np.array_equal(labels.best > 0, labels.result >= 0)
+    assert np.array_equal(labels.has_moves(), labels.result >= 0)
     (tmp_path / "junk.npz").write_text("junk")
     bad = _run("label", str(tmp_path / "junk.npz"), "--positions", "1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a labels file" in bad.stderr

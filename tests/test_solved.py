@@ -86,7 +86,8 @@ def test_label_with_moves_marks_exactly_the_moves_that_keep_the_result() -> None
         assert best == sum(1 << col for col, score in enumerate(scores) if score == result) != 0
     policy = labels.policy()
     assert policy.shape == (10, game.COLS) and policy.dtype == np.float32
-    np.testing.assert_allclose(policy.sum(axis=1), (labels.best > 0).astype(np.float32), atol=1e-6)
+    assert np.array_equal(labels.has_moves(), labels.result >= 0)
+    np.testing.assert_allclose(policy.sum(axis=1), labels.has_moves().astype(np.float32), atol=1e-6)
     assert np.all((policy > 0) == ((labels.best[:, None] >> np.arange(game.COLS)) & 1).astype(bool))
 
 
@@ -104,9 +105,30 @@ def test_add_moves_gives_an_older_file_its_best_moves(tmp_path: Path) -> None:
     assert stats.tried == 0 and np.array_equal(again.best, filled.best)
 
 
+def test_moves_not_proven_in_budget_are_marked_and_not_sought_again(tmp_path: Path) -> None:
+    plain, _ = _label(8, seed=11)
+    marked, stats = solved.add_moves(plain, max_nodes=1, prover=solver.Solver())
+    sought = plain.result >= 0
+    assert stats.tried == stats.unproven == int(sought.sum()) > 0 and stats.with_moves == 0
+    assert np.all(marked.best[sought] == solved.UNPROVEN_MOVES) and np.all(marked.best[~sought] == 0)
+    assert not marked.has_moves().any() and not marked.lacks_moves().any() and not marked.policy().any()
+    solved.save(tmp_path / "marked.npz", marked)
+    again, stats = solved.add_moves(solved.load(tmp_path / "marked.npz"), prover=solver.Solver())
+    assert stats.tried == 0 and np.array_equal(again.best, marked.best)
+
+    class NoMoves(solver.Solver):  # proves positions, never their moves
+        def move_scores(self, *args, **kwargs) -> None:
+            return None
+
+    fresh, stats = solved.label(num_positions=6, min_plies=14, max_plies=16, moves=True, seed=5, prover=NoMoves())
+    won_or_drawn = fresh.result >= 0
+    assert won_or_drawn.any() and stats.with_moves == 0 and not fresh.has_moves().any()
+    assert np.all(fresh.best[won_or_drawn] == solved.UNPROVEN_MOVES) and np.all(fresh.best[~won_or_drawn] == 0)
+
+
 def test_best_moves_outside_the_board_are_refused(tmp_path: Path) -> None:
     labels, _ = _label(2, seed=13)
     np.savez(tmp_path / "wide.npz", **{name: getattr(labels, name) for name in solved.FIELDS if name != "best"},
-             best=np.array([1, 1 << game.COLS], np.uint8))
+             best=np.array([1, solved.UNPROVEN_MOVES | 1], np.uint8))
     with pytest.raises(solved.LabelsError, match="bitmask of the 7 columns"):
         solved.load(tmp_path / "wide.npz")
