@@ -245,8 +245,8 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     to positions the solver proves in that budget).  Positions in ``exclude`` (e.g.
     ``benchmark_keys()`` and the keys of labels already on file) and repeats are skipped.
     With ``moves`` each kept position's best moves are proven too (``best_moves``, within another
-    ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not, ``stats.with_moves`` counts those that
-    are).
+    ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not; ``stats.with_moves`` counts
+    those that are).
     ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
     ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
     a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
