@@ -27,6 +27,8 @@ from connectx_az.network import PRECISIONS, NetConfig
 from connectx_az.selfplay import SelfPlayConfig
 
 LR_SCHEDULES = ("constant", "cosine")
+#: how the best moves of a proven position score the policy (``TrainConfig.solved_policy_target``)
+SOLVED_POLICY_TARGETS = ("uniform", "any")
 #: old dotted key -> where the setting lives now (the Gumbel root left ``mcts`` for ``selfplay.gumbel``)
 RENAMED = {
     "mcts.gumbel": "selfplay.gumbel.enabled",
@@ -61,10 +63,13 @@ class TrainConfig:
     # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
     # them join each batch, value loss only (target: the proven result); 0 turns them off.
     # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too
-    # (target: uniform over the moves that keep the result).
+    # (target: uniform over the moves that keep the result).  ``solved_policy_target``: "uniform"
+    # (cross-entropy against that uniform target) or "any" (-log of the probability the policy puts
+    # on those moves together: any of them is right, and the policy may stay sharp on one).
     solved_labels: str = ""
     solved_per_batch: int = 0
     solved_policy: bool = False
+    solved_policy_target: str = "uniform"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -84,6 +89,11 @@ class TrainConfig:
                              "(a file written by `connectx-az label`)")
         if self.solved_policy and not self.solved_per_batch:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
+        if self.solved_policy_target not in SOLVED_POLICY_TARGETS:
+            raise ValueError(f"train.solved_policy_target must be one of {', '.join(SOLVED_POLICY_TARGETS)}, "
+                             f"not {self.solved_policy_target!r}")
+        if self.solved_policy_target != "uniform" and not self.solved_policy:
+            raise ValueError("train.solved_policy_target applies to best moves: set train.solved_policy=true too")
 
     def lr_at(self, generation: int, num_generations: int) -> float:
         """The learning rate of ``generation`` in a run of ``num_generations``."""

@@ -225,6 +225,56 @@ def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() 
     assert probs["with"].sum(dim=1).min() > 0.6 and probs["without"].sum(dim=1).max() < 0.45, probs
 
 
+def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> None:
+    import torch
+
+    from connectx_az import train
+
+    probs = torch.tensor([[0.1, 0.6, 0.1, 0.05, 0.05, 0.05, 0.05], [0.1, 0.6, 0.1, 0.05, 0.05, 0.05, 0.05]])
+    logits = probs.log().requires_grad_()
+    log_probs = torch.log_softmax(logits, dim=1)
+    target = torch.zeros(2, 7)
+    target[0, [1, 2]] = 0.5  # two best moves; the second row has none (a lost position)
+    terms = train.proven_policy_terms(log_probs, target, "any")
+    assert terms[0].item() == pytest.approx(-np.log(0.7), rel=1e-5) and terms[1].item() == 0.0
+    terms.sum().backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad[1].abs().max() == 0.0
+    # the uniform target asks for an even share: the sharp policy still pays; "any" does not
+    sharp = torch.log_softmax(torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0]]), dim=1)
+    assert train.proven_policy_terms(sharp, target[:1], "any").item() < 1e-3
+    assert train.proven_policy_terms(sharp, target[:1], "uniform").item() > 4.0
+    with pytest.raises(ValueError, match="unknown proven-policy target"):
+        train.proven_policy_terms(sharp, target[:1], "best")
+
+
+def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
+    import torch
+
+    from connectx_az import game, train
+
+    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
+    selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
+    best = np.zeros((2, 7), np.float32)
+    best[:, [1, 2, 4, 5]] = 1 / 4  # columns 2 and 3 and their mirror images (batches are mirrored at random)
+    torch.manual_seed(0)
+    net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    proven = replay.ReplayData(obs[2:], best, np.ones(2, np.float32))
+    losses = train.train_steps(net, optimizer, selfplay, 60, 8, np.random.default_rng(0), torch.device("cpu"),
+                               progress=False, solved=proven, solved_per_batch=8, solved_target="any")
+    with torch.no_grad():
+        p = torch.softmax(net(torch.from_numpy(obs[2:].astype(np.float32)))[0], dim=1)
+    assert p[:, [1, 2, 4, 5]].sum(dim=1).min() > 0.8, p
+    assert losses["solved_policy_loss"] < 0.5, losses  # the uniform target's floor is log 4 = 1.39
+
+
+def test_the_any_target_is_a_checked_switch() -> None:
+    with pytest.raises(ValueError, match="solved_policy_target must be one of uniform, any"):
+        config.make_config("smoke", overrides=["train.solved_policy_target=best"])
+    with pytest.raises(ValueError, match="set train.solved_policy=true too"):
+        config.make_config("smoke", overrides=["train.solved_policy_target=any"])
+
+
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
     from connectx_az import solved, solver, train
 
