@@ -151,8 +151,8 @@ def cmd_label(args: argparse.Namespace) -> int:
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
         raise UserError("--positions and --seconds must be positive")
-    if args.max_nodes < 1:
-        raise UserError("--max-nodes must be positive")
+    if args.max_nodes < 1 or args.workers < 1:
+        raise UserError("--max-nodes and --workers must be positive")
     out = Path(args.out)
     try:
         before = solved.load(out) if out.exists() else solved.empty()
@@ -168,7 +168,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                 bar.update(stats.tried - bar.n)
 
             before, fill = solved.add_moves(before, max_nodes=args.max_nodes, seconds=seconds, prover=prover,
-                                            on_done=filled)
+                                            workers=args.workers, on_done=filled)
         if fill.tried:
             solved.save(out, before)
             print(f"best moves of {fill.with_moves:,} of the {lacking:,} positions of {out} that lacked them "
@@ -191,7 +191,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             labels, stats = solved.label(num_positions=args.positions, seconds=seconds, min_plies=args.plies[0],
                                          max_plies=args.plies[1], max_nodes=args.max_nodes,
                                          seed=args.seed + len(before), moves=args.moves, exclude=exclude,
-                                         prover=prover, on_kept=saved)
+                                         prover=prover, workers=args.workers, on_kept=saved)
         except ValueError as exc:
             raise UserError(str(exc)) from exc
         bar.update(stats.kept - bar.n)
@@ -201,7 +201,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     moves = f", {stats.with_moves:,} with their best moves" if args.moves else ""
     print(f"wrote {out}: {len(whole):,} positions (W/D/L {wins:,}/{draws:,}/{losses:,}); {stats.kept:,} new of "
           f"{stats.tried:,} tried ({stats.unproven:,} unproven within {args.max_nodes:,} nodes{moves}) in "
-          f"{stats.seconds:.0f} s, {type(prover).__name__}")
+          f"{stats.seconds:.0f} s, {type(prover).__name__}" + (f" x {args.workers}" if args.workers > 1 else ""))
     if stats.interrupted:
         print("interrupted: what was proven is saved; run the same command to add more")
         return 130
@@ -703,6 +703,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--moves", action="store_true",
                    help="also prove each position's best moves (policy targets for train.solved_policy; "
                         "about 1.6 times the work), first for the file's positions that lack them")
+    p.add_argument("--workers", type=int, default=1,
+                   help="prove this many positions at once, one process (and core) each (default 1)")
     p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")

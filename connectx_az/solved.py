@@ -22,8 +22,11 @@ written before ``best`` existed read with ``best`` 0.  numpy and the standard li
 
 from __future__ import annotations
 
+import collections
+import multiprocessing
+import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,7 +195,7 @@ def best_moves(prover: solver.Solver, position: int, mask: int, result: int, max
 
 
 def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | None = None,
-              prover: solver.Solver | None = None,
+              prover: solver.Solver | None = None, workers: int = 1,
               on_done: Callable[[Labels, LabelStats], None] | None = None,
               every: int = 100) -> tuple[Labels, LabelStats]:
     """``labels`` with the best moves proven (``best_moves``) where they lack them.
@@ -200,6 +203,7 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
     Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets
     ``best`` ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again.  Stops after
     ``seconds``, or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).
+    ``workers`` > 1 proves that many positions at once, each in its own process (``proofs``).
     ``on_done(labels_so_far, stats)`` is called after every ``every`` positions tried.
     """
     prover = prover if prover is not None else _default_prover()
@@ -210,23 +214,91 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
     def current() -> Labels:
         return Labels(labels.position, labels.mask, labels.plies, labels.result, best.copy())
 
-    try:
+    def tasks() -> Iterator[tuple[int, Task]]:
         for i in np.flatnonzero(labels.lacks_moves()):
             if seconds is not None and time.perf_counter() - start >= seconds:
-                break
+                return
+            yield int(i), (int(labels.position[i]), int(labels.mask[i]), int(labels.result[i]), True, max_nodes)
+
+    try:
+        for i, (_, moves) in proofs(tasks(), prover, workers=workers):
             stats.tried += 1
-            prover.clear()
-            moves = best_moves(prover, int(labels.position[i]), int(labels.mask[i]), int(labels.result[i]),
-                               max_nodes)
-            best[i] = UNPROVEN_MOVES if moves is None else moves
-            stats.with_moves += moves is not None
-            stats.unproven += moves is None
+            best[i] = moves
+            stats.with_moves += moves != UNPROVEN_MOVES
+            stats.unproven += moves == UNPROVEN_MOVES
             if on_done is not None and stats.tried % every == 0:
                 on_done(current(), stats)
+            if seconds is not None and time.perf_counter() - start >= seconds:
+                break
     except KeyboardInterrupt:
         stats.interrupted = True
     stats.seconds = time.perf_counter() - start
     return current(), stats
+
+
+#: ``prove``'s arguments after the prover: position, mask, result (``None``: prove it), moves, max_nodes
+Task = tuple[int, int, "int | None", bool, int]
+#: ``prove``'s answer: the result (``None``: not proven) and ``best``
+Proof = tuple["int | None", int]
+
+
+def prove(prover: solver.Solver, position: int, mask: int, result: int | None, moves: bool,
+          max_nodes: int) -> Proof:
+    """``(result, best)`` of one position, from a cleared table: its result (weak-solved within
+    ``max_nodes`` unless ``result`` is given; ``None`` if not proven, and then ``best`` 0) and with
+    ``moves`` its best moves (``best_moves``; ``UNPROVEN_MOVES`` if not proven within another
+    ``max_nodes``)."""
+    prover.clear()
+    if result is None:
+        result = prover.solve(position, mask, weak=True, max_nodes=max_nodes)
+        if result is None:
+            return None, 0
+    if not moves:
+        return result, 0
+    best = best_moves(prover, position, mask, result, max_nodes)
+    return result, UNPROVEN_MOVES if best is None else best
+
+
+_worker_prover: solver.Solver | None = None
+
+
+def _start_worker(prover: solver.Solver) -> None:
+    global _worker_prover
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which ends the pool
+    _worker_prover = prover  # the forked process's own copy
+
+
+def _prove_in_worker(args: Task) -> Proof:
+    assert _worker_prover is not None
+    return prove(_worker_prover, *args)
+
+
+def proofs(tasks: Iterable[tuple[object, Task]], prover: solver.Solver, *,
+           workers: int = 1) -> Iterator[tuple[object, Proof]]:
+    """``(key, prove(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
+
+    ``workers`` > 1: that many processes (forked, each with its own copy of ``prover``) prove up to
+    twice as many tasks ahead of the one yielded;
+    ``tasks`` is drawn from only as they are needed, so it may be endless, and closing the
+    generator ends the processes.  The results are those of one process, in the same order.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, not {workers}")
+    if workers == 1:
+        for key, args in tasks:
+            yield key, prove(prover, *args)
+        return
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_start_worker, initargs=(prover,)) as pool:
+        pending: collections.deque = collections.deque()
+        source = iter(tasks)
+        while True:
+            while len(pending) < 2 * workers and (task := next(source, None)) is not None:
+                pending.append((task[0], pool.apply_async(_prove_in_worker, (task[1],))))
+            if not pending:
+                return
+            key, result = pending.popleft()
+            yield key, result.get()
 
 
 def _default_prover() -> solver.Solver:
@@ -237,7 +309,7 @@ def _default_prover() -> solver.Solver:
 
 def label(*, num_positions: int | None = None, seconds: float | None = None, min_plies: int = 4,
           max_plies: int = 16, max_nodes: int = 3_000_000, seed: int = 0, moves: bool = False,
-          exclude: set[tuple[int, int]] | None = None, prover: solver.Solver | None = None,
+          exclude: set[tuple[int, int]] | None = None, prover: solver.Solver | None = None, workers: int = 1,
           on_kept: Callable[[Labels, LabelStats], None] | None = None, every: int = 100) -> tuple[Labels, LabelStats]:
     """Prove random positions until ``num_positions`` are kept or ``seconds`` have passed.
 
@@ -248,6 +320,8 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not; ``stats.with_moves`` counts
     those that are).
     ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
+    ``workers`` > 1 proves that many positions at once, each in its own process with its own
+    compiled solver (``proofs``); with ``num_positions`` the labels are those of one process.
     ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
     a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
     ends the loop with what is proven so far (``stats.interrupted``).
@@ -260,29 +334,35 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     rows: list[tuple[int, int, int, int, int]] = []
     stats = LabelStats()
     start = time.perf_counter()
-    try:
+
+    def done() -> bool:
+        stats.seconds = time.perf_counter() - start
+        return (num_positions is not None and stats.kept >= num_positions) or \
+            (seconds is not None and stats.seconds >= seconds)
+
+    def tasks() -> Iterator[tuple[tuple[int, int, int], Task]]:
         for position, mask, plies in random_positions(rng, min_plies, max_plies):
-            stats.seconds = time.perf_counter() - start
-            if (num_positions is not None and stats.kept >= num_positions) or \
-                    (seconds is not None and stats.seconds >= seconds):
-                break
+            if done():
+                return
             if (position, mask) in seen:
                 stats.skipped += 1
                 continue
             seen.add((position, mask))
+            yield (position, mask, plies), (position, mask, None, moves, max_nodes)
+
+    try:
+        for (position, mask, plies), (result, best) in proofs(tasks(), prover, workers=workers):
             stats.tried += 1
-            prover.clear()
-            result = prover.solve(position, mask, weak=True, max_nodes=max_nodes)
             if result is None:
                 stats.unproven += 1
-                continue
-            best = best_moves(prover, position, mask, result, max_nodes) if moves else 0
-            best = UNPROVEN_MOVES if best is None else best
-            stats.with_moves += bool(best & COLUMN_BITS)
-            rows.append((position, mask, plies, result, best))
-            stats.kept += 1
-            if on_kept is not None and stats.kept % every == 0:
-                on_kept(from_rows(rows), stats)
+            else:
+                stats.with_moves += bool(best & COLUMN_BITS)
+                rows.append((position, mask, plies, result, best))
+                stats.kept += 1
+                if on_kept is not None and stats.kept % every == 0:
+                    on_kept(from_rows(rows), stats)
+            if done():
+                break
     except KeyboardInterrupt:
         stats.interrupted = True
     stats.seconds = time.perf_counter() - start

@@ -309,6 +309,12 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     assert f"wrote {out}: 14 positions" in result.stdout
     assert f"{int(sum(labels.result[12:] >= 0))} with their best moves" in result.stdout
     assert np.array_equal(labels.has_moves(), labels.result >= 0)
+    result = _run("label", str(out), "--positions", "2", "--plies", "20", "22", "--moves", "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}: 16 positions" in result.stdout and " x 2" in result.stdout
+    assert np.array_equal(solved.load(out).has_moves(), solved.load(out).result >= 0)
+    bad = _run("label", str(out), "--positions", "1", "--workers", "0")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers must be positive" in bad.stderr
     (tmp_path / "junk.npz").write_text("junk")
     bad = _run("label", str(tmp_path / "junk.npz"), "--positions", "1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a labels file" in bad.stderr

@@ -132,3 +132,34 @@ def test_best_moves_outside_the_board_are_refused(tmp_path: Path) -> None:
              best=np.array([1, solved.UNPROVEN_MOVES | 1], np.uint8))
     with pytest.raises(solved.LabelsError, match="bitmask of the 7 columns"):
         solved.load(tmp_path / "wide.npz")
+
+
+def test_workers_prove_in_their_own_processes_and_give_the_labels_of_one() -> None:
+    import os
+
+    def label(workers: int) -> tuple[solved.Labels, solved.LabelStats]:  # deep positions: quick proofs
+        return solved.label(num_positions=5, min_plies=22, max_plies=24, prover=solver.Solver(), moves=True,
+                            seed=7, workers=workers)
+
+    one, stats_one = label(1)
+    two, stats_two = label(2)
+    assert len(one) == 5 and one.has_moves().any()
+    for name in solved.FIELDS:
+        assert np.array_equal(getattr(one, name), getattr(two, name)), name
+    assert (stats_two.kept, stats_two.tried, stats_two.with_moves) == (stats_one.kept, stats_one.tried,
+                                                                      stats_one.with_moves)
+    plain = solved.Labels(one.position, one.mask, one.plies, one.result, np.zeros(len(one), np.uint8))
+    filled, stats = solved.add_moves(plain, prover=solver.Solver(), workers=2)
+    assert np.array_equal(filled.best, one.best) and stats.tried == int(np.sum(one.result >= 0))
+
+    class Where(solver.Solver):  # answers with the id of the process that proved the position
+        def solve(self, *args, **kwargs) -> int:
+            return os.getpid()
+
+    tasks = (((i,), (1, 1, None, False, 10)) for i in range(40))  # the proofs are drawn lazily
+    answers = list(solved.proofs(tasks, Where(), workers=2))
+    assert [key for key, _ in answers] == [(i,) for i in range(40)]
+    pids = {result for _, (result, _) in answers}
+    assert len(pids) >= 1 and os.getpid() not in pids
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        list(solved.proofs(iter(()), Where(), workers=0))
