@@ -278,9 +278,9 @@ def proofs(tasks: Iterable[tuple[object, Task]], prover: solver.Solver, *,
     """``(key, prove(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
 
     ``workers`` > 1: that many processes (forked, each with its own copy of ``prover``) prove up to
-    twice as many tasks ahead of the one yielded;
-    ``tasks`` is drawn from only as they are needed, so it may be endless, and closing the
-    generator ends the processes.  The results are those of one process, in the same order.
+    twice as many tasks ahead of the one yielded; ``tasks`` is drawn from only as they are needed,
+    so it may be endless, and closing the generator ends the processes.  The results are those of
+    one process, in the same order.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -320,8 +320,8 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not; ``stats.with_moves`` counts
     those that are).
     ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
-    ``workers`` > 1 proves that many positions at once, each in its own process with its own
-    compiled solver (``proofs``); with ``num_positions`` the labels are those of one process.
+    ``workers`` > 1 proves that many positions at once, each in its own process with its own copy
+    of ``prover`` (``proofs``); with ``num_positions`` the labels are those of one process.
     ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
     a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
     ends the loop with what is proven so far (``stats.interrupted``).
