@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -153,6 +154,8 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UserError("--positions and --seconds must be positive")
     if args.max_nodes < 1 or args.workers < 1:
         raise UserError("--max-nodes and --workers must be positive")
+    if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        raise UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
     out = Path(args.out)
     try:
         before = solved.load(out) if out.exists() else solved.empty()
