@@ -154,6 +154,8 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UserError("--positions and --seconds must be positive")
     if args.max_nodes < 1 or args.workers < 1:
         raise UserError("--max-nodes and --workers must be positive")
+    if args.retry_unproven and not args.moves:
+        raise UserError("--retry-unproven retries best moves: add --moves")
     if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
         raise UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
     out = Path(args.out)
@@ -164,14 +166,15 @@ def cmd_label(args: argparse.Namespace) -> int:
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
     if args.moves:  # the file's positions that lack their best moves get them first
-        lacking = int(before.lacks_moves().sum())
+        lacking = int(before.moves_to_seek(args.retry_unproven).sum())
         with _progress(lacking, "positions", desc=f"best moves in {out.name}") as bar:
             def filled(labels: solved.Labels, stats: solved.LabelStats) -> None:
                 solved.save(out, labels)
                 bar.update(stats.tried - bar.n)
 
             before, fill = solved.add_moves(before, max_nodes=args.max_nodes, seconds=seconds, prover=prover,
-                                            workers=args.workers, on_done=filled)
+                                            workers=args.workers, retry_unproven=args.retry_unproven,
+                                            on_done=filled)
         if fill.tried:
             solved.save(out, before)
             print(f"best moves of {fill.with_moves:,} of the {lacking:,} positions of {out} that lacked them "
@@ -706,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--moves", action="store_true",
                    help="also prove each position's best moves (policy targets for train.solved_policy; "
                         "about 1.6 times the work), first for the file's positions that lack them")
+    p.add_argument("--retry-unproven", action="store_true",
+                   help="with --moves: seek again the best moves of the file's positions where they were not "
+                        "proven within the budget (give a bigger --max-nodes)")
     p.add_argument("--workers", type=int, default=1,
                    help="prove this many positions at once, one process (and core) each (default 1)")
     p.set_defaults(func=cmd_label)

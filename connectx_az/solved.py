@@ -76,6 +76,11 @@ class Labels:
         """``bool[N]``: the positions, won or drawn, whose best moves were never sought."""
         return (self.best == 0) & (self.result >= 0)
 
+    def moves_to_seek(self, retry_unproven: bool = False) -> np.ndarray:
+        """``bool[N]``: the positions whose best moves ``add_moves`` seeks: those that lack them and, with
+        ``retry_unproven``, those whose best moves were sought and not proven within the budget."""
+        return self.lacks_moves() | (retry_unproven & (self.best == UNPROVEN_MOVES))
+
     def policy(self) -> np.ndarray:
         """``float32[N, 7]`` policy targets: uniform over each position's ``best`` columns (0 without them)."""
         bits = ((self.best & COLUMN_BITS)[:, None].astype(np.int64) >> np.arange(game.COLS)) & 1
@@ -195,13 +200,14 @@ def best_moves(prover: solver.Solver, position: int, mask: int, result: int, max
 
 
 def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | None = None,
-              prover: solver.Solver | None = None, workers: int = 1,
+              prover: solver.Solver | None = None, workers: int = 1, retry_unproven: bool = False,
               on_done: Callable[[Labels, LabelStats], None] | None = None,
               every: int = 100) -> tuple[Labels, LabelStats]:
     """``labels`` with the best moves proven (``best_moves``) where they lack them.
 
     Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets
-    ``best`` ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again.  Stops after
+    ``best`` ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again, unless
+    ``retry_unproven`` (then with this call's ``max_nodes``, typically a bigger one).  Stops after
     ``seconds``, or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).
     ``workers`` > 1 proves that many positions at once, each in its own process (``proofs``).
     ``on_done(labels_so_far, stats)`` is called after every ``every`` positions tried.
@@ -215,7 +221,7 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
         return Labels(labels.position, labels.mask, labels.plies, labels.result, best.copy())
 
     def tasks() -> Iterator[tuple[int, Task]]:
-        for i in np.flatnonzero(labels.lacks_moves()):
+        for i in np.flatnonzero(labels.moves_to_seek(retry_unproven)):
             if seconds is not None and time.perf_counter() - start >= seconds:
                 return
             yield int(i), (int(labels.position[i]), int(labels.mask[i]), int(labels.result[i]), True, max_nodes)

@@ -313,6 +313,18 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}: 16 positions" in result.stdout and " x 2" in result.stdout
     assert np.array_equal(solved.load(out).has_moves(), solved.load(out).result >= 0)
+    marked = solved.load(out)  # moves sought and not proven within the budget: retried on request only
+    unproven = marked.result >= 0
+    solved.save(out, solved.Labels(marked.position, marked.mask, marked.plies, marked.result,
+                                   np.where(unproven, solved.UNPROVEN_MOVES, 0).astype(np.uint8)))
+    result = _run("label", str(out), "--positions", "1", "--plies", "20", "22", "--moves")
+    assert result.returncode == 0 and "best moves of" not in result.stdout
+    result = _run("label", str(out), "--positions", "1", "--plies", "20", "22", "--moves", "--retry-unproven")
+    assert result.returncode == 0, result.stderr
+    assert f"best moves of {int(unproven.sum())} of the {int(unproven.sum())} positions" in result.stdout
+    assert np.array_equal(solved.load(out).has_moves(), solved.load(out).result >= 0)
+    bad = _run("label", str(out), "--positions", "1", "--retry-unproven")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "add --moves" in bad.stderr
     bad = _run("label", str(out), "--positions", "1", "--workers", "0")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--workers must be positive" in bad.stderr
     (tmp_path / "junk.npz").write_text("junk")

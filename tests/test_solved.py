@@ -115,6 +115,12 @@ def test_moves_not_proven_in_budget_are_marked_and_not_sought_again(tmp_path: Pa
     solved.save(tmp_path / "marked.npz", marked)
     again, stats = solved.add_moves(solved.load(tmp_path / "marked.npz"), prover=solver.Solver())
     assert stats.tried == 0 and np.array_equal(again.best, marked.best)
+    # retried on request, with this call's (bigger) budget: the moves of a file labelled with them
+    assert np.array_equal(marked.moves_to_seek(retry_unproven=True), sought)
+    retried, stats = solved.add_moves(marked, prover=solver.Solver(), retry_unproven=True)
+    assert stats.tried == stats.with_moves == int(sought.sum()) and stats.unproven == 0
+    assert np.array_equal(retried.best, _label(8, seed=11, moves=True)[0].best)
+    assert not retried.moves_to_seek(retry_unproven=True).any()
 
     class NoMoves(solver.Solver):  # proves positions, never their moves
         def move_scores(self, *args, **kwargs) -> None:
