@@ -343,7 +343,7 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
             table = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
-        if not isinstance(table, dict) or not all(isinstance(row, dict) for row in table.values()):
+        if not isinstance(table, dict) or not all(_is_grade(cell) for row in _rows(table) for cell in row.values()):
             raise UserError(f"{path} is not the output of `eval pons --json`")
         tables.append((Path(path).stem, table))
     # Files join mode by mode (e.g. the same submission graded on different sets); where two grade
@@ -356,6 +356,15 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
             rows.setdefault(f"{stem}:{mode}" if labelled else mode, {}).update(row)
     _print_grades(rows, None)
     return 0
+
+
+def _rows(table: dict) -> list:
+    return [row if isinstance(row, dict) else {None: row} for row in table.values()]
+
+
+def _is_grade(cell: Any) -> bool:
+    """Whether ``cell`` is one set's cell of ``eval pons --json`` (a mode's grade, or the value head's)."""
+    return isinstance(cell, dict) and ("accuracy" in cell or {"mistake_rate", "strict_rate"} <= cell.keys())
 
 
 def _print_grades(rows: dict[str, dict], compare: str | None) -> None:

@@ -246,6 +246,13 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
     assert not any(line.startswith("mcts8") for line in labelled)
     missing = _run("eval", "show", str(tmp_path / "x.json"))
     assert missing.returncode != 0 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    values = tmp_path / "values.json"  # another command's output (`eval value --json`): a one-line error
+    values.write_text(json.dumps({"m.onnx": {"End-Easy": {"name": "End-Easy", "sign_accuracy": 0.8}}}))
+    for path, json_text in ((values, None), (twin, "[1, 2]"), (twin, '{"mcts8": 3}')):
+        if json_text is not None:
+            path.write_text(json_text)
+        wrong = _run("eval", "show", str(path))
+        assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "not the output of" in wrong.stderr
     # one-line errors: no mode given for a file of three, a mode it lacks, a file that is not there
     for args, message in (((str(graded), f"{graded}:mcts2"), "pick one as"),
                           ((f"{graded}:mcts9", f"{graded}:mcts2"), "has no mode 'mcts9'"),
