@@ -1,10 +1,10 @@
 """Ablation 13's tables: arm / control per set and mode, with the paired counts (only the arm wrong /
-only the control wrong).  usage: table.py ARM.pons.json CONTROL.pons.json"""
+only the control wrong), on the sets both files graded.  usage: table.py ARM.pons.json CONTROL.pons.json"""
 import json
 import sys
 
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-sets = list(a["policy"])
+sets = [s for s in a["policy"] if s in b["policy"]]
 print("| mode | " + " | ".join(sets) + " |")
 print("|---" * (len(sets) + 1) + "|")
 for mode in ("policy", "mcts800", "value"):
