@@ -343,7 +343,8 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
             table = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
-        if not isinstance(table, dict) or not all(_is_grade(cell) for row in _rows(table) for cell in row.values()):
+        if not isinstance(table, dict) or not all(isinstance(row, dict) and all(map(_is_grade, row.values()))
+                                                  for row in table.values()):
             raise UserError(f"{path} is not the output of `eval pons --json`")
         tables.append((Path(path).stem, table))
     # Files join mode by mode (e.g. the same submission graded on different sets); where two grade
@@ -356,10 +357,6 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
             rows.setdefault(f"{stem}:{mode}" if labelled else mode, {}).update(row)
     _print_grades(rows, None)
     return 0
-
-
-def _rows(table: dict) -> list:
-    return [row if isinstance(row, dict) else {None: row} for row in table.values()]
 
 
 def _is_grade(cell: Any) -> bool:
