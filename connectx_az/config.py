@@ -66,10 +66,12 @@ class TrainConfig:
     # (target: uniform over the moves that keep the result).  ``solved_policy_target``: "uniform"
     # (cross-entropy against that uniform target) or "any" (-log of the probability the policy puts
     # on those moves together: any of them is right, and the policy may stay sharp on one).
+    # ``solved_max_plies``: only the file's positions of at most that many plies (the opening); 0: all.
     solved_labels: str = ""
     solved_per_batch: int = 0
     solved_policy: bool = False
     solved_policy_target: str = "uniform"
+    solved_max_plies: int = 0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -92,6 +94,8 @@ class TrainConfig:
         if self.solved_policy_target not in SOLVED_POLICY_TARGETS:
             raise ValueError(f"train.solved_policy_target must be one of {', '.join(SOLVED_POLICY_TARGETS)}, "
                              f"not {self.solved_policy_target!r}")
+        if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
+            raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
         if self.solved_policy_target != "uniform" and not self.solved_policy:
             raise ValueError("train.solved_policy_target applies to best moves: set train.solved_policy=true too")
 

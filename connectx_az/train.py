@@ -227,14 +227,18 @@ def proven_policy_terms(log_probs: torch.Tensor, target: torch.Tensor, kind: str
     return torch.where(best.any(dim=1), -on_best, torch.zeros_like(on_best))
 
 
-def solved_data(path: str | Path, *, policy: bool = False) -> replay.ReplayData:
+def solved_data(path: str | Path, *, policy: bool = False, max_plies: int = 0) -> replay.ReplayData:
     """A labels file (``solved.load``) as training rows: the proven result as value target, and with
-    ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without)."""
+    ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without).
+    ``max_plies`` > 0 keeps the positions of at most that many plies only."""
     from connectx_az import solved
 
     labels = solved.load(path)
+    if max_plies > 0:
+        labels = solved.Labels(**{name: getattr(labels, name)[labels.plies <= max_plies] for name in solved.FIELDS})
     if not len(labels):
-        raise solved.LabelsError(f"{path} holds no positions; label some with `connectx-az label {path}`")
+        within = f" of at most {max_plies} plies" if max_plies > 0 else ""
+        raise solved.LabelsError(f"{path} holds no positions{within}; label some with `connectx-az label {path}`")
     if policy and not labels.has_moves().any():
         raise solved.LabelsError(f"{path} holds no best moves; prove them with `connectx-az label {path} --moves`")
     targets = labels.policy() if policy else np.zeros((len(labels), 7), np.float32)
@@ -346,7 +350,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     solved = None
     if config.train.solved_per_batch > 0:
         try:
-            solved = solved_data(config.train.solved_labels, policy=config.train.solved_policy)
+            solved = solved_data(config.train.solved_labels, policy=config.train.solved_policy,
+                                 max_plies=config.train.solved_max_plies)
         except ValueError as exc:  # solved.LabelsError: a missing or malformed file, one line
             raise ConfigError(f"train.solved_labels: {exc}") from exc
         log.info("%d proven positions from %s, %d a batch", len(solved), config.train.solved_labels,

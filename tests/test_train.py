@@ -291,6 +291,23 @@ def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
     assert np.array_equal(data.policy, labels.policy()) and data.policy.any()
 
 
+def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
+    from connectx_az import solved, solver, train
+
+    short, _ = solved.label(num_positions=3, min_plies=14, max_plies=14, prover=solver.Solver(), seed=1)
+    long, _ = solved.label(num_positions=4, min_plies=17, max_plies=17, prover=solver.Solver(), seed=2)
+    solved.save(tmp_path / "both.npz", solved.concat(short, long))
+    assert len(train.solved_data(tmp_path / "both.npz")) == 7
+    kept = train.solved_data(tmp_path / "both.npz", max_plies=14)
+    assert len(kept) == 3 and np.array_equal(kept.obs, short.obs()) and np.array_equal(kept.value, short.result)
+    with pytest.raises(solved.LabelsError, match="no positions of at most 12 plies"):
+        train.solved_data(tmp_path / "both.npz", max_plies=12)
+    with pytest.raises(ValueError, match="solved_max_plies"):
+        config.make_config("smoke", overrides=["train.solved_max_plies=14"])
+    with pytest.raises(ValueError, match="solved_max_plies"):
+        config.make_config("smoke", overrides=["train.solved_max_plies=-1"])
+
+
 def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
     from connectx_az import train
 
