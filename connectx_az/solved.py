@@ -59,6 +59,10 @@ class Labels:
     def __len__(self) -> int:
         return len(self.result)
 
+    def take(self, index: np.ndarray) -> Labels:
+        """The positions that ``index`` (a boolean mask or integer indices) selects, in its order."""
+        return Labels(**{name: getattr(self, name)[index] for name in FIELDS})
+
     def keys(self) -> set[tuple[int, int]]:
         return set(zip(self.position.tolist(), self.mask.tolist(), strict=True))
 
@@ -108,7 +112,7 @@ def concat(*parts: Labels) -> Labels:
     keys = np.stack([whole.position, whole.mask], axis=1) if len(whole) else np.zeros((0, 2), np.uint64)
     _, first = np.unique(keys, axis=0, return_index=True)
     keep = np.sort(first)
-    return Labels(**{name: getattr(whole, name)[keep] for name in FIELDS})
+    return whole.take(keep)
 
 
 def save(path: str | Path, labels: Labels) -> Path:

@@ -235,7 +235,7 @@ def solved_data(path: str | Path, *, policy: bool = False, max_plies: int = 0) -
 
     labels = solved.load(path)
     if max_plies > 0:
-        labels = solved.Labels(**{name: getattr(labels, name)[labels.plies <= max_plies] for name in solved.FIELDS})
+        labels = labels.take(labels.plies <= max_plies)
     if not len(labels):
         within = f" of at most {max_plies} plies" if max_plies > 0 else ""
         raise solved.LabelsError(f"{path} holds no positions{within}; label some with `connectx-az label {path}`")

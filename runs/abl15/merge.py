@@ -7,7 +7,7 @@ from connectx_az import solved
 
 out, max_plies, *inputs = sys.argv[1:]
 parts = [solved.load(path) for path in inputs]
-parts = [solved.Labels(**{name: getattr(p, name)[p.plies <= int(max_plies)] for name in solved.FIELDS}) for p in parts]
+parts = [p.take(p.plies <= int(max_plies)) for p in parts]
 labels = solved.concat(*parts)
 solved.save(out, labels)
 print(f"{out}: {len(labels)} positions, {int(labels.has_moves().sum())} with best moves, plies "
