@@ -18,6 +18,7 @@ scripted game with the model's load charged to its first move.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -545,6 +546,15 @@ def format_result(what: str, result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _nodes_text(nodes: int | None) -> str:
+    """A node count as ``830k`` or ``12.4M``; ``None`` (the median position unproven) as ``over``."""
+    if nodes is None:
+        return "over"
+    if nodes >= 1_000_000:
+        return f"{nodes / 1e6:.1f}M"
+    return f"{nodes / 1e3:.0f}k" if nodes >= 1_000 else str(nodes)
+
+
 #: the budgets (seconds a position) whose proven shares ``bench_solver`` reports, as in the issue
 SOLVER_BUDGETS = (0.5, 1.3, 5.0)
 
@@ -581,7 +591,10 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
     seconds; ``within_Xs`` is the share of the set's positions proven in at most X seconds, and
     ``nodes_per_s`` all nodes over all search time.  A proven result that disagrees with the set
     counts in ``wrong`` (always 0 unless the solver is broken); ``overrun_ms`` is the median and
-    the largest time past the deadline of the searches it stopped (how promptly it stops).  ``compile`` holds the numba
+    the largest time past the deadline of the searches it stopped (how promptly it stops);
+    ``nodes_by_empty`` maps each count of empty cells to its positions (``n``), how many were
+    proven and the median nodes of a proof there, an unproven position counting as more than any
+    (``None`` when the median position was not proven: the deadline is too short to tell).  ``compile`` holds the numba
     import and compile times of a fresh interpreter (a game's first move pays both).  Pin the
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
@@ -604,6 +617,7 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
         total_nodes = 0
         total_seconds = 0.0
         overruns: list[float] = []
+        by_empty: dict[int, list[float]] = {}
         for name in sets:
             positions = pons.load_set(name, limit=limit)
             times: list[float] = []
@@ -615,6 +629,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
                 elapsed = time.perf_counter() - start
                 total_nodes += searcher.nodes
                 total_seconds += elapsed
+                num_empty = game.ROWS * game.COLS - len(p.moves)
+                by_empty.setdefault(num_empty, []).append(math.inf if found is None else searcher.nodes)
                 if found is None:
                     overruns.append(elapsed - max(budgets))
                 else:
@@ -628,6 +644,7 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
         overruns.sort()
         row["overrun_ms"] = {"n": len(overruns), "median": round(1000 * overruns[len(overruns) // 2], 2),
                              "max": round(1000 * overruns[-1], 2)} if overruns else {"n": 0}
+        row["nodes_by_empty"] = {empty: _median_nodes(nodes) for empty, nodes in sorted(by_empty.items())}
         result["solvers"][kind] = row
     try:
         import numba
@@ -636,6 +653,13 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medi
     except ImportError:
         numba_version = None
     return {**result, "numba_version": numba_version, "numpy_version": np.__version__, **_machine()}
+
+
+def _median_nodes(nodes: list[float]) -> dict[str, Any]:
+    """``n``, ``proven`` and ``median_nodes`` of one count of empty cells (unproven: ``math.inf``)."""
+    median = sorted(nodes)[(len(nodes) - 1) // 2]
+    return {"n": len(nodes), "proven": sum(math.isfinite(x) for x in nodes),
+            "median_nodes": int(median) if math.isfinite(median) else None}
 
 
 def format_solver_result(result: dict[str, Any]) -> str:
@@ -654,8 +678,11 @@ def format_solver_result(result: dict[str, Any]) -> str:
                  f"max {over['max']:.2f} ms") if over["n"] else ""
         lines.append(f"  {kind:<7} {row['nodes_per_s']:>12,} nodes/s{stops}")
         for name, cells in row.items():
-            if isinstance(cells, dict) and name != "overrun_ms":
+            if isinstance(cells, dict) and name not in ("overrun_ms", "nodes_by_empty"):
                 shares = ", ".join(f"{k.removeprefix('within_')} {100 * v:.1f}%" for k, v in cells.items()
                                    if k.startswith("within_"))
                 lines.append(f"          {name:<13} proven within {shares} (n {cells['n']}, wrong {cells['wrong']})")
+        medians = [f"{empty} {_nodes_text(cell['median_nodes'])} ({cell['proven']}/{cell['n']})"
+                   for empty, cell in row["nodes_by_empty"].items()]
+        lines.append("          median nodes of a proof by empty cells (proven/positions): " + ", ".join(medians))
     return "\n".join(lines)

@@ -552,10 +552,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_bench_solver(args: argparse.Namespace) -> int:
     from connectx_az import bench
 
-    sets = ("Begin-Medium", "Begin-Hard")
+    if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
+        raise UserError("--deadline and --limit must be positive")
+    sets = tuple(args.sets or ("Begin-Medium", "Begin-Hard"))
     solvers = tuple(args.solvers)
+    budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
     with _progress(len(solvers) * _num_positions(list(sets), args.limit), "positions") as bar:
-        result = bench.bench_solver(limit=args.limit, sets=sets, solvers=solvers, on_position=lambda: bar.update(1))
+        result = bench.bench_solver(limit=args.limit, sets=sets, budgets=budgets, solvers=solvers,
+                                    on_position=lambda: bar.update(1))
     print(json.dumps(result) if args.json else bench.format_solver_result(result))
     return 0
 
@@ -666,7 +670,7 @@ def render_board(board: Sequence[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from connectx_az import pons  # numpy only: the set names for --sets
+    from connectx_az import bench, pons  # numpy only: the set names for --sets, the solver's budgets
 
     parser = argparse.ArgumentParser(prog="connectx-az", description="AlphaZero for Kaggle ConnectX: "
                                      "train, export, build a one-file submission, validate, measure.")
@@ -828,9 +832,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="selfplay: also measure these worker-process counts (0: in this process), "
                         "each with every --batch")
     p.add_argument("--limit", type=int, default=40,
-                   help="solver: the first N Begin-Medium and Begin-Hard positions (default 40)")
+                   help="solver: the first N positions of each set (default 40)")
     p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
                    help="solver: which solvers to measure (default both)")
+    p.add_argument("--deadline", type=float, default=max(bench.SOLVER_BUDGETS),
+                   help=f"solver: seconds a position before it counts as unproven (default "
+                        f"{max(bench.SOLVER_BUDGETS):g})")
+    p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
+                   help="solver: these Pons sets instead (default Begin-Medium Begin-Hard)")
     p.add_argument("--preset", default="cpu", help="selfplay: the training preset to measure (default cpu)")
     p.add_argument("--evaluator", choices=["network", "free"], default="network",
                    help="selfplay: free replaces the network by one that costs almost nothing, to time the "

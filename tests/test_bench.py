@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import bench, config, selfplay
+from connectx_az import bench, config, game, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,19 @@ def test_bench_solver_python_only_needs_no_numba() -> None:
         # these positions take the Python solver milliseconds: all proven in 2 s, none in a nanosecond
         assert row[name] == {"n": 3, "within_1e-09s": 0.0, "within_2s": 1.0, "wrong": 0}
     assert row["nodes_per_s"] > 0 and row["overrun_ms"] == {"n": 0}
+    by_empty = row["nodes_by_empty"]
+    assert sum(cell["n"] for cell in by_empty.values()) == sum(cell["proven"] for cell in by_empty.values()) == 6
+    assert all(isinstance(cell["median_nodes"], int) and cell["median_nodes"] > 0 for cell in by_empty.values())
+    assert all(1 <= empty <= game.ROWS * game.COLS for empty in by_empty)
     assert "proven within" in bench.format_solver_result(result)
+
+
+def test_median_nodes_counts_an_unproven_position_as_more_than_any() -> None:
+    inf = float("inf")
+    assert bench._median_nodes([5, 1, inf]) == {"n": 3, "proven": 2, "median_nodes": 5}
+    assert bench._median_nodes([5, inf, inf]) == {"n": 3, "proven": 1, "median_nodes": None}
+    assert bench._median_nodes([7, 3, 9, 1]) == {"n": 4, "proven": 4, "median_nodes": 3}  # the lower middle
+    assert [bench._nodes_text(n) for n in (None, 999, 20_000, 2_500_000)] == ["over", "999", "20k", "2.5M"]
 
 
 def test_bench_solver_reports_overruns_of_stopped_searches() -> None:
@@ -70,6 +82,8 @@ def test_bench_solver_reports_overruns_of_stopped_searches() -> None:
     assert row["Begin-Hard"]["within_0.001s"] == 0.0
     assert row["overrun_ms"]["n"] == 2 and 0 <= row["overrun_ms"]["median"] <= row["overrun_ms"]["max"]
     assert "2 searches stopped at the deadline" in bench.format_solver_result(result)
+    assert all(cell["proven"] == 0 and cell["median_nodes"] is None for cell in row["nodes_by_empty"].values())
+    assert "over (0/" in bench.format_solver_result(result)
 
 
 def test_bench_solver_command_with_numba() -> None:

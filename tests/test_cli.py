@@ -400,3 +400,17 @@ def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> Non
     stderr = child.stderr.read()
     assert child.wait(timeout=120) == 141, stderr
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+
+
+def test_bench_solver_takes_its_sets_and_deadline() -> None:
+    done = _run("bench", "solver", "--solvers", "python", "--limit", "1", "--sets", "End-Easy", "--deadline", "1",
+                "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    row = result["solvers"]["python"]
+    assert result["deadline_s"] == 1 and row["End-Easy"] == {"n": 1, "within_0.5s": 1.0, "within_1s": 1.0,
+                                                              "wrong": 0}
+    assert "Begin-Hard" not in row and sum(cell["proven"] for cell in row["nodes_by_empty"].values()) == 1
+    bad = _run("bench", "solver", "--deadline", "0")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "--deadline and --limit must be positive" in bad.stderr
