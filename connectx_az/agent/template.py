@@ -90,12 +90,11 @@ class AgentConfig:
     measured node rate times its time covers ``solver_nodes``: ``(max empty
     cells, nodes)``, the median nodes of a weak proof of Pons' Begin positions
     with that many empty cells, tightest first; none beyond the last entry
-    (measured with ``CompiledSolver.best_move(weak=True)`` from an empty table
-    on 807 positions: 300 Begin-Medium, 200 Begin-Easy, all 307 Begin-Hard; at
-    39 and 40 empty cells most took over 100 M nodes; measured before
-    ``best_move`` probed the root in its proof's move order; since then it
-    costs about what the proof does, 0.66 M nodes against 9.4 M on the first 40
-    Begin-Easy positions, so these medians run high).
+    (``connectx-az bench solver --solvers numba --sets Begin-Easy Begin-Medium
+    Begin-Hard --limit 500 --deadline 10``, 2026-11-25: ``CompiledSolver.best_move(weak=True)``
+    from an empty table on 1,474 positions, its line "median nodes of a proof
+    by empty cells"; at 40 empty cells 3 of the 4 were not proven within 10 s,
+    about 190 M nodes).
     """
 
     backends: tuple[str, ...] = backends.BACKENDS
@@ -119,8 +118,10 @@ class AgentConfig:
     solver_extra_seconds: float = 4.0
     solver_bank_share: float = 0.25
     solver_bank_reserve: float = 20.0
-    solver_nodes: tuple[tuple[int, int], ...] = ((28, 20_000), (30, 100_000), (32, 200_000), (33, 600_000),
-                                                 (35, 2_000_000), (37, 20_000_000), (38, 40_000_000))
+    solver_nodes: tuple[tuple[int, int], ...] = ((28, 7_000), (29, 10_000), (30, 37_000), (31, 50_000),
+                                                 (32, 69_000), (33, 277_000), (34, 912_000), (35, 1_682_000),
+                                                 (36, 6_369_000), (37, 14_249_000), (38, 30_114_000),
+                                                 (39, 104_372_000))
 
     def __post_init__(self) -> None:
         if not 0 < self.safe_share <= 1 or self.safety_seconds < 0:
