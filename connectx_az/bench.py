@@ -557,6 +557,8 @@ def _nodes_text(nodes: int | None) -> str:
 
 #: the budgets (seconds a position) whose proven shares ``bench_solver`` reports, as in the issue
 SOLVER_BUDGETS = (0.5, 1.3, 5.0)
+#: the Pons sets ``bench_solver`` proves by default
+SOLVER_SETS = ("Begin-Medium", "Begin-Hard")
 
 # Runs in a fresh interpreter: what a game's first move pays to import numba and compile the kernel.
 _COMPILE_PROBE = textwrap.dedent('''
@@ -581,7 +583,7 @@ def _compile_probe(timeout: float = 300.0) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = ("Begin-Medium", "Begin-Hard"),
+def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
                  budgets: tuple[float, ...] = SOLVER_BUDGETS, solvers: tuple[str, ...] = ("python", "numba"),
                  on_position: Any = None) -> dict[str, Any]:
     """Weak solves (``best_move(..., weak=True)``) of the first ``limit`` positions of each Pons set.

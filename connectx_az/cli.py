@@ -554,7 +554,7 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise UserError("--deadline and --limit must be positive")
-    sets = tuple(args.sets or ("Begin-Medium", "Begin-Hard"))
+    sets = tuple(args.sets or bench.SOLVER_SETS)
     solvers = tuple(args.solvers)
     budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
     with _progress(len(solvers) * _num_positions(list(sets), args.limit), "positions") as bar:
@@ -839,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"solver: seconds a position before it counts as unproven (default "
                         f"{max(bench.SOLVER_BUDGETS):g})")
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
-                   help="solver: these Pons sets instead (default Begin-Medium Begin-Hard)")
+                   help=f"solver: these Pons sets instead (default {' '.join(bench.SOLVER_SETS)})")
     p.add_argument("--preset", default="cpu", help="selfplay: the training preset to measure (default cpu)")
     p.add_argument("--evaluator", choices=["network", "free"], default="network",
                    help="selfplay: free replaces the network by one that costs almost nothing, to time the "
