@@ -138,33 +138,64 @@ class RunConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
 
 
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+#: The recipe: every switch that won its ablation (docs/ablations.md), the settings behind the shipped network.
+#: Wide heads (32 policy and 32 value filters, the tower's mean in the value features), random-prefix openings
+#: (half the games, up to 14 plies) and forks (a quarter), the value target half game result and half root
+#: value, a cosine learning rate over the whole run, and 128 proven openings a batch (the package's label file,
+#: best moves under the ``any`` target).  What lost its ablation (playout-cap randomization, the Gumbel root,
+#: solver adjudication, the late temperature, the search constants) stays off.
+RECIPE: dict[str, Any] = {
+    "net": {"policy_filters": 32, "value_filters": 32, "value_pool": True},
+    "selfplay": {"prefix_share": 0.5, "prefix_max_plies": 14, "fork_share": 0.25},
+    "train": {"lr_schedule": "cosine", "lr_min": 3e-5, "value_mix": 0.5, "solved_labels": "builtin",
+              "solved_per_batch": 128, "solved_policy": True, "solved_policy_target": "any",
+              "solved_max_plies": 12},
+}
+
+
+def _recipe(scale: dict[str, Any]) -> dict[str, Any]:
+    """``RECIPE`` with a preset's sizes (``scale``) merged in."""
+    return _merge(RECIPE, scale)
+
+
 PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": {
+    # a one-minute check that learns nothing, with every switch of the recipe on so that it runs them all
+    "smoke": _recipe({
         "net": {"num_blocks": 1, "num_filters": 16, "value_hidden": 16},
         "mcts": {"num_simulations": 8},
-        "selfplay": {"num_games": 8, "num_parallel_games": 8},
-        "train": {"batch_size": 32, "steps_per_generation": 4},
+        "selfplay": {"num_games": 8, "num_parallel_games": 4},
+        "train": {"batch_size": 32, "steps_per_generation": 4, "solved_per_batch": 16},
         "num_generations": 2,
         "eval_positions": 10,
-    },
-    "cpu": {
+    }),
+    # one CPU core: about 110 s a generation, 300 generations in about 9 hours
+    "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
-        # Every move fully searched: playout-cap randomization (0.5 / 24) did no better
-        # for the same evaluations (docs/ablations.md, ablation 2), so it is off.
-        "selfplay": {"num_games": 160, "num_parallel_games": 128},
+        # 32 games at a time, so that forks (which start from positions searched earlier) have 128 games to go to
+        "selfplay": {"num_games": 160, "num_parallel_games": 32},
         "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
-        "num_generations": 80,
-    },
-    "gpu": {
+        "num_generations": 300,
+    }),
+    # the same recipe scaled to a GPU: more games, simulations and steps a generation
+    "gpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
-        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.
-        "selfplay": {"num_games": 1024, "num_parallel_games": 1024, "num_workers": -1},
+        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core; each
+        # worker keeps 32 games in flight (the network sees 32 x cores positions at a time), as the cpu preset
+        # does, so that its later games can fork.
+        "selfplay": {"num_games": 1024, "num_parallel_games": 32, "num_workers": -1},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,
-    },
+    }),
 }
 
 
@@ -221,13 +252,6 @@ def _parse_value(text: str, current: Any) -> Any:
     except ValueError as exc:
         raise ConfigError(f"expected a {type(current).__name__}, got {text!r}") from exc
     return text
-
-
-def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in update.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def to_dict(config: RunConfig) -> dict[str, Any]:

@@ -40,6 +40,17 @@ FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": 
 COLUMN_BITS = (1 << game.COLS) - 1
 #: ``best`` of a position whose best moves were sought and not proven within the budget
 UNPROVEN_MOVES = 1 << game.COLS
+#: the name that stands for the label file shipped with the package (``train.solved_labels=builtin``)
+BUILTIN = "builtin"
+#: that file: 16,373 random openings of 4-12 plies, 11,352 with their best moves (``data/labels/README.md``)
+BUILTIN_PATH = Path(__file__).parent / "data" / "labels" / "openings.npz"
+#: how the shipped file was made: the command a user runs to make one like it
+LABEL_COMMAND = "connectx-az label {path} --moves --plies 4 12 --max-nodes 30000000 --positions 16000"
+
+
+def resolve(path: str | Path) -> Path:
+    """The file ``path`` names: ``BUILTIN`` is the package's own label file."""
+    return BUILTIN_PATH if str(path) == BUILTIN else Path(path)
 
 
 class LabelsError(ValueError):
@@ -121,10 +132,12 @@ def save(path: str | Path, labels: Labels) -> Path:
 
 
 def load(path: str | Path) -> Labels:
-    """Read a labels file; ``LabelsError`` (one line) if it is missing, unreadable or malformed."""
-    path = Path(path)
+    """Read a labels file (``BUILTIN``: the package's); ``LabelsError`` (one line) if it is missing, unreadable or
+    malformed."""
+    path = resolve(path)
     if not path.is_file():
-        raise LabelsError(f"labels file {path} does not exist; write one with `connectx-az label {path}`")
+        raise LabelsError(f"labels file {path} does not exist; write one with `{LABEL_COMMAND.format(path=path)}`, "
+                          f"or use the package's: train.solved_labels={BUILTIN}")
     try:
         with np.load(path) as data:
             arrays = {name: np.asarray(data[name]) for name in FIELDS if name != "best"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import config, gumbel
+from connectx_az import config, gumbel, solved
 
 
 def test_overrides_and_unknown_keys() -> None:
@@ -34,7 +34,8 @@ def test_cosine_schedule_runs_from_lr_to_lr_min_after_its_start() -> None:
     assert cfg.lr_at(29, 30) == pytest.approx(0.0001)
     rates = [cfg.lr_at(g, 30) for g in range(10, 30)]
     assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
-    assert config.make_config("smoke").train.lr_at(29, 30) == config.make_config("smoke").train.lr
+    constant = config.make_config("smoke", overrides=["train.lr_schedule=constant"]).train
+    assert constant.lr_at(29, 30) == constant.lr
     with pytest.raises(config.ConfigError, match="lr_schedule must be one of constant, cosine"):
         config.make_config("smoke", overrides=["train.lr_schedule=linear"])
 
@@ -48,7 +49,7 @@ def test_growing_window_starts_at_one_generation() -> None:
 
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
-    del saved["train"]["lr_schedule"], saved["selfplay"]["num_workers"]
+    del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]
     assert config.preset_of(saved) == "cpu"
     assert config.preset_of({**saved, "num_generations": 7}) is None
 
@@ -65,3 +66,32 @@ def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path
     assert loaded.selfplay.gumbel == gumbel.GumbelConfig(enabled=True, considered=8, c_visit=40.0, c_scale=0.2)
     assert loaded == config.make_config("cpu", overrides=["seed=3", "mcts.gumbel=true", "mcts.gumbel_considered=8",
                                                           "mcts.gumbel_c_visit=40", "mcts.gumbel_c_scale=0.2"])
+
+
+def test_every_preset_carries_the_recipe() -> None:
+    # the switches that won their ablations (docs/ablations.md) are what a user's run gets, whichever preset
+    for name in config.PRESETS:
+        cfg = config.make_config(name)
+        assert (cfg.net.policy_filters, cfg.net.value_filters, cfg.net.value_pool) == (32, 32, True), name
+        assert (cfg.selfplay.prefix_share, cfg.selfplay.prefix_max_plies, cfg.selfplay.fork_share) == (0.5, 14, 0.25)
+        # forks start from positions searched earlier in the call: some games must start after the first batch
+        assert cfg.selfplay.num_games > cfg.selfplay.num_parallel_games or cfg.selfplay.num_workers == -1, name
+        assert (cfg.train.lr_schedule, cfg.train.lr_schedule_start, cfg.train.value_mix) == ("cosine", 0, 0.5)
+        assert cfg.train.solved_labels == solved.BUILTIN and cfg.train.solved_per_batch > 0, name
+        assert (cfg.train.solved_policy, cfg.train.solved_policy_target, cfg.train.solved_max_plies) == (True, "any", 12)
+        assert cfg.selfplay.full_search_prob == 1.0 and not cfg.selfplay.gumbel.enabled, name
+
+
+def test_the_cosine_spans_the_runs_own_generations() -> None:
+    # a run made of --time-budget chunks resumed with --resume follows the recipe with no --set in between
+    cfg = config.make_config("cpu")
+    rates = [cfg.train.lr_at(g, cfg.num_generations) for g in range(cfg.num_generations)]
+    assert rates[0] == cfg.train.lr and rates[-1] == pytest.approx(cfg.train.lr_min)
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+
+
+def test_the_package_ships_the_recipes_label_file() -> None:
+    labels = solved.load(solved.BUILTIN)
+    assert solved.resolve(solved.BUILTIN) == solved.BUILTIN_PATH and len(labels) == 16_373
+    assert int(labels.has_moves().sum()) == 11_352 and labels.plies.min() == 4 and labels.plies.max() == 12
+    assert not {(int(p), int(m)) for p, m in zip(labels.position, labels.mask, strict=True)} & solved.benchmark_keys()

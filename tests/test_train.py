@@ -18,6 +18,10 @@ from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, load
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: overrides that turn the presets' proven positions off, for tests of those switches from nothing
+NO_LABELS = ["train.solved_labels=", "train.solved_per_batch=0", "train.solved_policy=false",
+             "train.solved_policy_target=uniform", "train.solved_max_plies=0"]
+
 
 def test_bad_checkpoints_give_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="does not exist"):
@@ -270,16 +274,16 @@ def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
 
 def test_the_any_target_is_a_checked_switch() -> None:
     with pytest.raises(ValueError, match="solved_policy_target must be one of uniform, any"):
-        config.make_config("smoke", overrides=["train.solved_policy_target=best"])
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy_target=best"])
     with pytest.raises(ValueError, match="set train.solved_policy=true too"):
-        config.make_config("smoke", overrides=["train.solved_policy_target=any"])
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy_target=any"])
 
 
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
     from connectx_az import solved, solver, train
 
     with pytest.raises(ValueError, match="solved_policy needs"):
-        config.make_config("smoke", overrides=["train.solved_policy=true"])
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy=true"])
     labels, _ = solved.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver())
     solved.save(tmp_path / "plain.npz", labels)
     assert not train.solved_data(tmp_path / "plain.npz").policy.any()
@@ -303,17 +307,18 @@ def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
     with pytest.raises(solved.LabelsError, match="no positions of at most 12 plies"):
         train.solved_data(tmp_path / "both.npz", max_plies=12)
     with pytest.raises(ValueError, match="solved_max_plies"):
-        config.make_config("smoke", overrides=["train.solved_max_plies=14"])
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_max_plies=14"])
     with pytest.raises(ValueError, match="solved_max_plies"):
-        config.make_config("smoke", overrides=["train.solved_max_plies=-1"])
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_max_plies=-1"])
 
 
 def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
     from connectx_az import train
 
     with pytest.raises(ValueError, match="only with train.solved_labels"):
-        config.make_config("smoke", overrides=["train.solved_per_batch=8"])
-    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "train.solved_per_batch=8",
+        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_per_batch=8"])
+    cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=1", "eval_positions=0",
+                                                 "train.solved_per_batch=8",
                                                  f"train.solved_labels={tmp_path / 'none.npz'}"])
     with pytest.raises(config.ConfigError, match="train.solved_labels: .*does not exist"):
         train.run(tmp_path / "run", cfg, progress=False)
@@ -325,7 +330,8 @@ def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
 
     labels, _ = solved.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
     solved.save(tmp_path / "labels.npz", labels)
-    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "train.solved_per_batch=4",
+    cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=1", "eval_positions=0",
+                                                 "train.solved_per_batch=4",
                                                  f"train.solved_labels={tmp_path / 'labels.npz'}"])
     train.run(tmp_path / "run", cfg, progress=False)
     row = train.read_metrics(tmp_path / "run")[-1]
