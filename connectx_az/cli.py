@@ -38,8 +38,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     from connectx_az.agent.builder import BuildError
+    from connectx_az.cards import CardError
 
-    errors.append(BuildError)
+    errors += [BuildError, CardError]
     return tuple(errors)
 
 
@@ -112,20 +113,24 @@ def _checkpoint_path(path: str) -> Path:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from connectx_az import cards
     from connectx_az.agent import builder
 
     model = Path(args.model)
-    card = Path(args.card) if args.card else model.with_suffix(".json")
-    metadata = json.loads(card.read_text()) if card.is_file() else {}
+    metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
     report = builder.build_submission(model, args.out, metadata=metadata)
     print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
-    print(f"model: {model} ({report.net_label} ResNet, sha256 {report.model_sha256})")
-    if "trained_by" in metadata:
-        t = metadata.get("training", {})
-        facts = [f"{t['generations']} generations" if "generations" in t else "",
-                 f"{t['games']:,} self-play games" if "games" in t else "",
-                 f"{t['hours']} h" if "hours" in t else ""]
-        print(f"trained by: {metadata['trained_by']}" + "".join(f", {f}" for f in facts if f).replace(", ", ": ", 1))
+    for line in cards.summary_lines(metadata, model=model, sha256=report.model_sha256, net_label=report.net_label):
+        print(line)
+    return 0
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    from connectx_az import cards
+
+    path = Path(args.model)
+    card = cards.load(path if path.suffix == ".json" else path.with_suffix(".json"))
+    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
     return 0
 
 
@@ -731,6 +736,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--card", help="JSON model card to record (default: beside the model)")
     p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("card", help="show a model's card: what it is, how it was trained, how strong")
+    p.add_argument("model", nargs="?", default=str(DEFAULT_MODEL),
+                   help="ONNX model or its .json card (default: the shipped model)")
+    p.add_argument("--json", action="store_true", help="print the card as JSON")
+    p.set_defaults(func=cmd_card)
 
     p = sub.add_parser("validate", help="play the submission through kaggle-environments")
     p.add_argument("submission", nargs="?", default="build/submission.py",

@@ -17,6 +17,7 @@ from connectx_az import cli, game
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ONNX = ROOT / "connectx_az" / "models" / "default.onnx"
+DEFAULT_CARD = DEFAULT_ONNX.with_suffix(".json")
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -95,7 +96,7 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
     built = _run("build", "--model", str(tmp_path / "model.onnx"), "--out", str(tmp_path / "submission.py"),
                  cwd=tmp_path)
     assert built.returncode == 0, built.stderr
-    assert "trained by: connectx-az train --preset smoke" in built.stdout
+    assert "trained: connectx-az train --preset smoke" in built.stdout
 
     from kaggle_environments import make
 
@@ -383,7 +384,24 @@ def test_build_prints_a_notebook_card_that_lacks_games_and_hours(tmp_path: Path)
         {"trained_by": "connectx_az notebooks/train.ipynb", "training": {"generations": 3}}))
     built = _run("build", "--model", str(model), "--out", str(tmp_path / "submission.py"), cwd=tmp_path)
     assert built.returncode == 0, built.stderr
-    assert "trained by: connectx_az notebooks/train.ipynb: 3 generations\n" in built.stdout
+    assert "trained: connectx_az notebooks/train.ipynb; 3 generations\n" in built.stdout
+
+
+def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -> None:
+    built = _run("build", "--out", str(tmp_path / "submission.py"), cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    lines = built.stdout.splitlines()
+    assert len(lines) <= 5 and max(map(len, lines)) <= 120, lines
+    assert lines[0].startswith("wrote ") and lines[1].startswith("model: default.onnx, 4x64")
+    assert any(line.startswith("strength: Kaggle clock") for line in lines)
+    shown = _run("card", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "(4) connectx-az train runs/abl10/solved" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
+    as_json = _run("card", str(DEFAULT_CARD), "--json", cwd=tmp_path)
+    assert json.loads(as_json.stdout)["sha256"].startswith("75d4ec32")
+    (tmp_path / "bad.json").write_text("{not json")
+    bad = _run("card", str(tmp_path / "bad.json"), cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "is not readable JSON" in bad.stderr
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:

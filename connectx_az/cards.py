@@ -1,0 +1,89 @@
+"""Model cards: the JSON written beside an exported model (``export.model_card``) and read by ``build``.
+
+A card holds facts read from the file (``path``, ``num_bytes``, ``sha256``, ``net``, ``opset``, ``ops``)
+and, where known, how the model was made and how strong it is:
+
+- ``trained_by``: one line, the command (``connectx-az train --preset cpu``) or a short summary;
+- ``training``: ``generations``, ``games``, ``hours`` (CPU- or GPU-hours of generation time), ...;
+- ``provenance``: ``summary`` and ``steps`` (one command line each) where one command does not say it;
+- ``strength``: ``headline`` (one line, measured), ``command`` (what measured it), ``network``.
+
+``summary_lines`` is what ``build`` prints (at most five short lines); ``describe`` is the whole card
+for ``connectx-az card``.  numpy-free and torch-free: the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+
+class CardError(ValueError):
+    """A model card that cannot be read."""
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """The card at ``path``; ``{}`` where there is none; ``CardError`` (one line) if it is not a JSON object."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        card = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CardError(f"model card {path} is not readable JSON ({type(exc).__name__})") from exc
+    if not isinstance(card, dict):
+        raise CardError(f"model card {path} is not a JSON object")
+    return card
+
+
+def _training_facts(card: dict[str, Any]) -> str:
+    t = card.get("training") or {}
+    facts = [f"{t['generations']:,} generations" if isinstance(t.get("generations"), int) else "",
+             f"{t['games']:,} games" if isinstance(t.get("games"), int) else "",
+             f"{t['hours']} h" if isinstance(t.get("hours"), int | float) else ""]
+    return ", ".join(f for f in facts if f)
+
+
+def summary_lines(card: dict[str, Any], *, model: str | Path, sha256: str, net_label: str) -> list[str]:
+    """The model in at most three short lines: name, network and checksum; training; headline strength."""
+    lines = [f"model: {Path(model).name}, {net_label} ResNet, sha256 {sha256[:12]}"]
+    trained = "; ".join(p for p in (str(card.get("trained_by", "")).strip(), _training_facts(card)) if p)
+    if trained:
+        lines.append(f"trained: {trained}")
+    headline = (card.get("strength") or {}).get("headline") if isinstance(card.get("strength"), dict) else None
+    if headline:
+        lines.append(f"strength: {headline}")
+    return lines
+
+
+def describe(card: dict[str, Any], *, width: int = 100) -> list[str]:
+    """Every field of ``card`` worth reading, as wrapped lines (``connectx-az card``)."""
+    if not card:
+        return ["(no model card: export writes one beside the model, e.g. build/model.json)"]
+    out: list[str] = []
+
+    def field(name: str, text: Any) -> None:
+        out.extend(textwrap.wrap(f"{name}: {text}", width, subsequent_indent="    ") or [f"{name}:"])
+
+    net = card.get("net") or {}
+    field("model", f"{card.get('path', '?')} ({card.get('num_bytes', 0):,} bytes, sha256 {card.get('sha256', '?')})")
+    if net:
+        field("network", f"{net.get('label', '?')} ResNet" + (f", {card['parameters']:,} parameters"
+                                                               if isinstance(card.get("parameters"), int) else ""))
+    if "trained_by" in card:
+        field("trained by", card["trained_by"])
+    if _training_facts(card):
+        field("training", _training_facts(card))
+    provenance = card.get("provenance") or {}
+    if provenance.get("summary"):
+        field("provenance", provenance["summary"])
+    for i, step in enumerate(provenance.get("steps") or [], 1):
+        out.extend(textwrap.wrap(f"({i}) {step}", width, initial_indent="  ", subsequent_indent="      "))
+    strength = card.get("strength") or {}
+    for key in ("headline", "network", "command"):
+        if strength.get(key):
+            field({"headline": "strength", "network": "network alone", "command": "measured by"}[key],
+                  strength[key])
+    return out

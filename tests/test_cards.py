@@ -1,0 +1,43 @@
+"""Model cards: the lines ``build`` prints, and the whole card that ``connectx-az card`` shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from connectx_az import cards
+
+DEFAULT_CARD = Path(__file__).resolve().parents[1] / "connectx_az" / "models" / "default.json"
+
+
+def test_the_shipped_card_says_what_how_and_how_strong_in_three_lines() -> None:
+    card = cards.load(DEFAULT_CARD)
+    lines = cards.summary_lines(card, model="default.onnx", sha256=card["sha256"], net_label=card["net"]["label"])
+    assert [line.split(":")[0] for line in lines] == ["model", "trained", "strength"]
+    assert "sha256 75d4ec325f36" in lines[0] and "89,660 games" in lines[1] and "Begin-Hard" in lines[2]
+    # the provenance is kept as structured fields, one step a command
+    assert len(card["provenance"]["steps"]) == 4 and all("connectx-az train" in s for s in card["provenance"]["steps"])
+    shown = "\n".join(cards.describe(card))
+    assert all(step.split()[0] in shown for step in card["provenance"]["steps"]) and "measured by:" in shown
+
+
+def test_a_card_with_only_some_facts_prints_what_it_has(tmp_path: Path) -> None:
+    lines = cards.summary_lines({"trained_by": "connectx_az notebooks/train.ipynb", "training": {"generations": 3}},
+                                model=tmp_path / "m.onnx", sha256="ab" * 32, net_label="1x16")
+    assert lines == ["model: m.onnx, 1x16 ResNet, sha256 abababababab",
+                     "trained: connectx_az notebooks/train.ipynb; 3 generations"]
+    assert cards.summary_lines({}, model="m.onnx", sha256="0" * 64, net_label="1x16") == \
+        ["model: m.onnx, 1x16 ResNet, sha256 000000000000"]
+    assert cards.describe({}) == ["(no model card: export writes one beside the model, e.g. build/model.json)"]
+
+
+def test_a_missing_card_is_empty_and_a_broken_one_is_one_line(tmp_path: Path) -> None:
+    assert cards.load(tmp_path / "none.json") == {}
+    (tmp_path / "list.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(cards.CardError, match="is not a JSON object"):
+        cards.load(tmp_path / "list.json")
+    (tmp_path / "cut.json").write_text('{"sha256": "ab')
+    with pytest.raises(cards.CardError, match="is not readable JSON"):
+        cards.load(tmp_path / "cut.json")
