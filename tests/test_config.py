@@ -78,7 +78,8 @@ def test_every_preset_carries_the_recipe() -> None:
         assert cfg.selfplay.num_games > cfg.selfplay.num_parallel_games or cfg.selfplay.num_workers == -1, name
         assert (cfg.train.lr_schedule, cfg.train.lr_schedule_start, cfg.train.value_mix) == ("cosine", 0, 0.5)
         assert cfg.train.solved_labels == solved.BUILTIN and cfg.train.solved_per_batch > 0, name
-        assert (cfg.train.solved_policy, cfg.train.solved_policy_target, cfg.train.solved_max_plies) == (True, "any", 12)
+        train = cfg.train
+        assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
         assert cfg.selfplay.full_search_prob == 1.0 and not cfg.selfplay.gumbel.enabled, name
 
 
