@@ -22,7 +22,6 @@ can be wrong into a ``CheckpointError`` that says what to do.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,52 +31,8 @@ from torch import nn
 
 from connectx_az import files, game
 
-
-@dataclass(frozen=True, kw_only=True)
-class NetConfig:
-    """Network shape: a tower of ``num_blocks`` residual blocks of ``num_filters`` channels, two heads.
-
-    Policy head: a 1x1 convolution to ``policy_filters`` planes, flattened
-    (``policy_filters * 42`` features), one linear layer to the 7 logits.
-    Value head: a 1x1 convolution to ``value_filters`` planes, flattened; with
-    ``value_pool`` the board average of each of the tower's ``num_filters``
-    channels is appended; then ``value_hidden`` units and a tanh.  The pooled
-    features are the tower's, not the head's: a linear layer over the
-    flattened head planes can already form their averages, while the tower's
-    channels would otherwise reach the value only through the narrow 1x1
-    convolution.  The defaults (2 and 1 planes, no pooling) are the
-    architecture of every model trained before these keys existed, so their
-    configs and checkpoints load unchanged.
-    """
-
-    num_blocks: int = 4
-    num_filters: int = 64
-    value_hidden: int = 64
-    policy_filters: int = 2
-    value_filters: int = 1
-    value_pool: bool = False
-
-    def __post_init__(self) -> None:
-        if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:
-            raise ValueError("num_blocks must be >= 0 and num_filters, value_hidden >= 1")
-        if self.policy_filters < 1 or self.value_filters < 1:
-            raise ValueError("net.policy_filters and net.value_filters must be >= 1")
-
-    @property
-    def label(self) -> str:
-        """``"4x64"`` (blocks x filters), plus the heads where they are not the defaults."""
-        label = f"{self.num_blocks}x{self.num_filters}"
-        if (self.policy_filters, self.value_filters, self.value_pool) != (2, 1, False):
-            label += f" p{self.policy_filters} v{self.value_filters}" + ("+pool" if self.value_pool else "")
-        return label
-
-    def grows_from(self, other: NetConfig) -> bool:
-        """True when a warm start can take ``other``'s weights into this shape: the same filters, at
-        least as many blocks (the extra ones are appended as identities) and any heads."""
-        return self.num_filters == other.num_filters and self.num_blocks >= other.num_blocks
-
-
-PRECISIONS = ("auto", "float32", "float16", "bfloat16")
+# the network's shape lives with the run's settings (config.py loads without torch); callers import it from here too
+from connectx_az.config import PRECISIONS, NetConfig  # noqa: F401
 
 
 def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch.dtype | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,13 @@ def test_the_package_ships_the_recipes_label_file() -> None:
     assert solved.resolve(solved.BUILTIN) == solved.BUILTIN_PATH and len(labels) == 16_373
     assert int(labels.has_moves().sum()) == 11_352 and labels.plies.min() == 4 and labels.plies.max() == 12
     assert not {(int(p), int(m)) for p, m in zip(labels.position, labels.mask, strict=True)} & solved.benchmark_keys()
+
+
+def test_the_settings_load_without_torch() -> None:
+    # `train --show-config`, the notebook's configuration cell and the tools read settings where torch may be missing
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from connectx_az import config\n"
+            "print(config.make_config('cpu').net.label)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0 and out.stdout.strip() == "4x64 p32 v32+pool", out.stderr
