@@ -24,7 +24,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -258,26 +257,12 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     return {**result, **_machine()}
 
 
-# Runs in a fresh interpreter with numpy imported first, as in Kaggle's harness.
-# argv: model path, batch size.  Prints one JSON line.
-_TORCH_LOAD_PROBE = textwrap.dedent('''
-    import json, sys, time
-    import numpy
+def _probe(name: str) -> str:
+    """The source of a probe program (``bench_probes/probe_NAME.py``), run in a fresh interpreter."""
+    return (Path(__file__).parent / "bench_probes" / f"probe_{name}.py").read_text()
 
-    start = time.perf_counter()
-    import torch
-    imported = time.perf_counter()
-    from connectx_az.agent import onnx_torch
-    data = open(sys.argv[1], "rb").read()
-    loaded = time.perf_counter()
-    model = onnx_torch.TorchOnnxModel(data)
-    built = time.perf_counter()
-    model.evaluate(numpy.zeros((1, 2, 6, 7), numpy.uint8))
-    model.evaluate(numpy.zeros((int(sys.argv[2]), 2, 6, 7), numpy.uint8))
-    done = time.perf_counter()
-    print(json.dumps({"import_seconds": imported - start, "build_seconds": built - loaded,
-                      "first_calls_seconds": done - built, "torch": torch.__version__}))
-''')
+
+_TORCH_LOAD_PROBE = _probe("torch_load")
 
 
 def _torch_load_probe(model: Path, num_parallel: int, timeout: float = 300.0) -> dict[str, Any]:
@@ -291,66 +276,7 @@ def _torch_load_probe(model: Path, num_parallel: int, timeout: float = 300.0) ->
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
-# Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle.
-# argv: submission path, number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
-_SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + textwrap.dedent('''
-    import json, sys, time
-
-    def status_mb(field):
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith(field)) / 1024  # kB
-
-    def rss_mb():
-        return status_mb("VmRSS:")
-
-    def peak_rss_mb():
-        # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across fork and exec, so a
-        # child started by a large parent (torch loaded) would report the parent's size.
-        return status_mb("VmHWM:")
-
-    submission, num_moves, act_timeout, overage = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-    rss_before = rss_mb()
-    start = time.perf_counter()
-    agent, env = exec_submission(submission)
-    exec_done = time.perf_counter()
-    template, player = env["_template"], env["_agent"]
-    mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
-    evaluator = player.load_model()
-    decode_done = time.perf_counter()
-    # the first tiny search: one batch of leaves from the empty board
-    tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
-                             num_parallel=template.CONFIG.search.num_parallel)
-    tree = mcts.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
-    mcts.search(tree, evaluator, tiny)
-    search_done = time.perf_counter()
-    rss_loaded = rss_mb()
-
-    # full-budget moves against a fixed reply (the column left of ours, or the first open one),
-    # so the agent finds the reply in its tree and keeps growing it, as in a real game
-    position, mask, moves = 0, 0, []
-    for _ in range(num_moves):
-        obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, 2 * len(moves), overage, act_timeout)
-        t0 = time.perf_counter()
-        col = agent(obs, cfg)
-        info = dict(player.info)
-        moves.append({"col": col, "seconds": round(time.perf_counter() - t0, 3), "source": info.get("source"),
-                      "simulations": int(info.get("simulations", 0))})
-        position, mask = game.play(position, mask, col)
-        if game.outcome(position, mask) is not None:
-            break
-        reply = next(c for c in ((col + 6) % 7, *range(7)) if game.is_legal(mask, c))
-        position, mask = game.play(position, mask, reply)
-        if game.outcome(position, mask) is not None:
-            break
-    print(json.dumps({
-        "exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
-        "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
-        "backend": player.backend, "load_error": player.load_error,
-        "rss_before_mb": rss_before, "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
-        "tree_nodes": int(player.tree.num_nodes[0]) if player.tree is not None else 0,
-        "moves": moves,
-    }))
-''')
+_SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + _probe("submission")
 
 
 def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: float = 2.0,
@@ -394,41 +320,7 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
     }
 
 
-# Runs in a fresh interpreter that imitates Kaggle's sandbox (the blocked packages are passed in):
-# the built submission's own Agent, with the backend order given, plays the first player's moves
-# of a scripted game under Kaggle's clock (the bank pays each move's excess over actTimeout),
-# loading its model inside the first move as a real game does.  Each move waits for a line on
-# stdin and answers with one JSON line, so the parent can make two runtimes take turns.
-# argv: submission, comma-separated backends, moves string (1-based columns), actTimeout, bank.
-_GAME_PROBE = textwrap.dedent('''
-    import dataclasses, json, sys, time
-
-    submission, order, line, act_timeout, bank = sys.argv[1:6]
-    act_timeout, bank = float(act_timeout), float(bank)
-    sys.stdin.readline()  # executing the file belongs to the first move's turn
-    agent, env = exec_submission(submission)
-    template, game = env["_template"], env["_MODULES"]["game"]
-    config = dataclasses.replace(template.CONFIG, backends=tuple(order.split(",")))
-    player = template.Agent(config, model_b64=env["MODEL_B64"], model_sha256=env["MODEL_SHA256"],
-                            preload_seconds=env["_agent"].preload_seconds)
-    position, mask = 0, 0
-    for ply, char in enumerate(line):
-        if ply % 2 == 0:
-            if ply:
-                sys.stdin.readline()
-            obs, cfg = kaggle_dicts(game.to_kaggle(position, mask, 1), 1, ply, bank, act_timeout)
-            start = time.perf_counter()
-            col = player(obs, cfg)
-            seconds = time.perf_counter() - start
-            bank -= max(0.0, seconds - act_timeout)
-            print(json.dumps({"seconds": seconds, "simulations": int(player.info.get("simulations", 0)),
-                              "source": player.info.get("source"), "bank": bank}), flush=True)
-        position, mask = game.play(position, mask, int(char) - 1)
-    with open("/proc/self/status") as status:
-        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    print(json.dumps({"backend": player.backend, "load_error": player.load_error,
-                      "load_seconds": player.load_seconds, "peak_rss_mb": peak_kb / 1024}), flush=True)
-''')
+_GAME_PROBE = _probe("game")
 
 #: the runtimes ``bench_game`` compares: (label, backend order, packages blocked)
 GAME_RUNTIMES = (("numpy", ("numpy",), kaggle_io.KAGGLE_BLOCKED),
@@ -560,17 +452,7 @@ SOLVER_BUDGETS = (0.5, 1.3, 5.0)
 #: the Pons sets ``bench_solver`` proves by default
 SOLVER_SETS = ("Begin-Medium", "Begin-Hard")
 
-# Runs in a fresh interpreter: what a game's first move pays to import numba and compile the kernel.
-_COMPILE_PROBE = textwrap.dedent('''
-    import json, time
-    start = time.perf_counter()
-    import numba
-    imported = time.perf_counter()
-    from connectx_az import solver_numba
-    kernel = solver_numba.compile_kernel()
-    print(json.dumps({"import_seconds": imported - start, "compile_seconds": solver_numba.compile_seconds,
-                      "error": solver_numba.kernel_error()}))
-''')
+_COMPILE_PROBE = _probe("compile")
 
 
 def _compile_probe(timeout: float = 300.0) -> dict[str, Any]:
