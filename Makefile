@@ -19,12 +19,14 @@ KAGGLE_DIR := build/kaggle
 .PHONY: submission test test-slow validate install install-train install-test train-cpu kaggle lint clean
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv $(VENV)
 
-# Building a submission needs numpy only: no torch, no kaggle-environments.
+# Building a submission needs numpy only: no torch, no kaggle-environments.  Quiet: `make submission` prints what
+# it built and little else.
 $(VENV)/.core: pyproject.toml | $(PY)
-	$(PIP) install -e .
-	touch $@
+	@echo "installing connectx-az into $(VENV) (numpy only)"
+	@$(PIP) install -e .
+	@touch $@
 
 $(VENV)/.train: pyproject.toml | $(PY)
 	$(PIP) install "$(TORCH_SPEC)"
@@ -45,7 +47,7 @@ install-train: $(VENV)/.train
 install-test: $(VENV)/.test
 
 submission: $(VENV)/.core
-	$(BIN)/connectx-az build --out build/submission.py
+	@$(BIN)/connectx-az build --out build/submission.py
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q
