@@ -28,6 +28,7 @@ board); a *result* is +1/0/-1 for the side to move and an *exact score* Pons' sc
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import sqlite3
@@ -54,6 +55,8 @@ CUT_OFF_GRACE = 5.0
 #: the kinds of the opponent's moves: a random column (``noise``), one proven to keep the position's
 #: result (``kept``), or the best known where the solver could not prove the result (``unproven``)
 OPPONENT_KINDS = ("kept", "noise", "unproven")
+
+log = logging.getLogger(__name__)
 
 
 class DuelError(ValueError):
@@ -168,6 +171,10 @@ class Oracle:
             self.stats.num_unproven += 1
         else:
             self.stats.num_proven += 1
+        if seconds > 1.0:
+            log.info("%s at %d empty cells: %s, %d nodes, %.1f s", "exact score" if exact else "result",
+                     game.NUM_CELLS - game.num_stones(mask), "unproven" if value is None else value,
+                     self.solver.nodes, seconds)
         self.cache.put(key, exact, value, self.max_nodes if value is None else self.solver.nodes)
         return value
 
@@ -621,9 +628,11 @@ _RESULT_WORDS = {1: "file wins", 0: "draw", -1: "file loses"}
 def format_game(g: DuelGame) -> str:
     """A game's lines: moves, result, clock, and each value-losing move with the columns that keep the value."""
     seconds, ply = g.slowest_move
+    unchecked = [str(len(c.moves)) for c in g.checks if c.verdict == "unchecked"]
     lines = [f"game {g.index} seat {g.seat}: {_RESULT_WORDS[g.result]} ({g.reason}, {len(g.moves)} plies) "
              f"{g.moves or '-'}",
-             f"  file: {len(g.checks)} moves, {len(g.value_losses)} value-losing, {g.num_unchecked} unchecked; "
+             f"  file: {len(g.checks)} moves, {len(g.value_losses)} value-losing, {len(unchecked)} unchecked"
+             + (f" (plies {', '.join(unchecked)})" if unchecked else "") + "; "
              f"slowest {seconds:.2f} s (ply {ply}), bank used {g.bank_used:.2f} s"
              + (f"; won from ply {g.first_won_ply}" + ("" if g.converted else ", NOT converted")
                 if g.first_won_ply is not None else "")]

@@ -98,6 +98,15 @@ def test_moves_the_solver_cannot_prove_are_unchecked_never_kept() -> None:
     assert duel.check_move(_oracle(max_nodes=5), "445566", 6).verdict == "kept"  # a win at once needs no search
 
 
+def test_a_duel_reports_what_it_could_not_check(tmp_path: Path) -> None:
+    p = pons.load_set("Middle-Easy", limit=1)[0]
+    report = _duel(_file(tmp_path, LEFTMOST), opening=p.moves, max_nodes=5)
+    unchecked = [c for g in report.games for c in g.checks if c.verdict == "unchecked"]
+    assert unchecked and report.summary()["unchecked"] == len(unchecked) and report.stats.num_unproven > 0
+    assert report.games[0].opponent["unproven"] + report.games[1].opponent["unproven"] > 0
+    assert f"unchecked (plies {len(unchecked[0].moves)}" in "\n".join(duel.format_game(g) for g in report.games)
+
+
 def test_the_cache_is_reused(tmp_path: Path) -> None:
     submission, cache = _file(tmp_path, LEFTMOST), tmp_path / "cache.sqlite"
     first = _duel(submission, games_per_seat=2, noise=0.3, cache_path=cache)
