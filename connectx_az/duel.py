@@ -331,7 +331,7 @@ class _FileProcess:
     def __init__(self, script: Path, submission: Path, workdir: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        self._errors: IO[str] = open(workdir / "file.err", "w+")  # noqa: SIM115 (closed by close())
+        self._errors: IO[str] = open(workdir / "file.err", "w+")  # closed by close()
         self._proc = subprocess.Popen([sys.executable, "-I", str(script), str(submission.resolve())], cwd=workdir,
                                       env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._errors, bufsize=0)
