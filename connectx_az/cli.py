@@ -623,6 +623,31 @@ def cmd_arena(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_duel(args: argparse.Namespace) -> int:
+    from connectx_az import duel
+
+    if not Path(args.submission).is_file():
+        raise UserError(f"{args.submission} not found; run `make submission` first")
+    if args.max_nodes < 1:
+        raise UserError("--max-nodes must be >= 1")
+
+    def on_game(played: duel.DuelGame) -> None:
+        bar.update(1)
+        if not args.json:
+            print(duel.format_game(played), flush=True)
+
+    with _progress(2 * args.games, "games") as bar:
+        try:
+            report = duel.duel(args.submission, games_per_seat=args.games, noise=args.noise, runtime=args.runtime,
+                               seed=args.seed, cache_path=args.cache, max_nodes=int(args.max_nodes),
+                               solver_kind=args.solver, opening=args.opening, act_timeout=args.act_timeout,
+                               on_game=on_game)
+        except duel.DuelError as exc:
+            raise UserError(str(exc)) from None
+    print(json.dumps(report.as_dict()) if args.json else duel.format_summary(report))
+    return 1 if report.failed else 0
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     from connectx_az import game, kaggle_io, players
 
@@ -821,6 +846,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of the openings, random players and Elo bootstrap (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object: ratings, pairs, games")
     p.set_defaults(func=cmd_arena)
+
+    p = sub.add_parser("duel", help="the built file against a perfect opponent (the solver, random at --noise), "
+                       "both seats, under the Kaggle clock; every move of the file checked by the solver")
+    p.add_argument("submission", nargs="?", default="build/submission.py",
+                   help="the built file (default build/submission.py)")
+    p.add_argument("--games", type=int, default=10, help="games a seat, seats alternating (default 10)")
+    p.add_argument("--noise", type=float, default=0.2,
+                   help="probability that the opponent plays a random legal column (default 0.2)")
+    _add_runtime(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the opponent's choices (default 0)")
+    p.add_argument("--cache", default="build/duel_cache.sqlite",
+                   help="file of solved positions, kept across runs (default build/duel_cache.sqlite)")
+    p.add_argument("--max-nodes", type=float, default=1e9,
+                   help="solver budget a position; a move of the file it cannot prove is reported unchecked "
+                        "(default 1e9: one to two minutes compiled)")
+    p.add_argument("--solver", choices=["numba", "python"], default="numba",
+                   help="the opponent's and the checks' solver (default numba: compiled where numba imports)")
+    p.add_argument("--opening", default="", metavar="MOVES",
+                   help="start every game after these moves (Pons notation, 1-based columns, e.g. 43333)")
+    p.add_argument("--act-timeout", type=float, default=2.0,
+                   help="seconds a move, with a bank of 30 times as much (default 2: Kaggle's clock)")
+    p.add_argument("--json", action="store_true", help="one JSON object: every game, then the summary")
+    p.set_defaults(func=cmd_duel)
 
     p = sub.add_parser("play", help="play the agent in the terminal")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")

@@ -1,0 +1,667 @@
+"""A built submission against a perfect opponent, every move of the file checked by the solver afterwards.
+
+``duel`` plays games between a built ``submission.py`` and the project's exact solver under Kaggle's
+clock, the seats alternating.  The file runs in a child interpreter that imitates Kaggle's agent
+sandbox (``kaggle_io.sandbox_prelude``: the package and the runtime's hidden packages cannot be
+imported; one core), a fresh one each game, so every game pays for executing the file and, where
+numba imports, compiling its solver (the worst case, as ``kaggle_io.validate``).  The child times
+each call itself (the first includes executing the file); the parent keeps the overage bank
+(``remainingOverageTime``), charges it each move's time beyond ``actTimeout``, and cuts off a move
+that runs past what the bank holds, as Kaggle's servers do.
+
+The opponent (``opponent_move``) plays, with probability ``noise``, a uniformly random legal column;
+otherwise a column that keeps the position's result (win, draw or loss: the solver's weak result),
+chosen at random among those, and in a lost position the one that loses slowest (exact scores).  After
+each game every move of the file is checked (``check_move``): a move loses value when it leaves the
+file a worse result than the position held.
+
+Results come from ``Oracle``: the solver within a node budget per position, through ``SolvedCache``,
+a file of solved positions keyed by the mirror-canonical key, so that the positions games share (the
+openings above all) are solved once.  A position the solver cannot prove within the budget stays
+unproven: the opponent then plays its best known column (and the move is counted as unproven), and a
+move of the file there is reported as unchecked, never as kept.
+
+Conventions: ``col`` is 0-based; move strings are in Pons' notation (1-based columns from the empty
+board); a *result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from connectx_az import game, kaggle_io, solver
+
+#: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
+DEFAULT_MAX_NODES = 1_000_000_000
+#: seconds a move may run past what its clock and bank allow before the duel cuts it off (the verdict is
+#: the child's own timing; the cut-off only ends a file that hangs)
+CUT_OFF_GRACE = 5.0
+#: the kinds of the opponent's moves: a random column (``noise``), one proven to keep the position's
+#: result (``kept``), or the best known where the solver could not prove the result (``unproven``)
+OPPONENT_KINDS = ("kept", "noise", "unproven")
+
+log = logging.getLogger(__name__)
+
+
+class DuelError(ValueError):
+    """A duel that cannot start: a bad opening, a file that is not a submission, an unreadable cache."""
+
+
+def _pons(cols: list[int]) -> str:
+    return "".join(str(c + 1) for c in cols)
+
+
+# --------------------------------------------------------------------------- solved positions
+
+
+def canonical_key(position: int, mask: int) -> int:
+    """The position's key (``position + mask``, unique per position) or its mirror's, whichever is smaller."""
+    mirrored = game.mirror(position, mask)
+    return min(position + mask, mirrored[0] + mirrored[1])
+
+
+class SolvedCache:
+    """Proven results and exact scores of positions, kept in an sqlite file (standard library).
+
+    Rows are ``(key, exact, value, nodes)``: ``key`` is ``canonical_key`` (a position and its mirror
+    share a row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is
+    ``NULL`` where the solver gave up after ``nodes`` nodes (so that a later run with no larger
+    budget does not try again).  Every row is committed as it is written, in sqlite's write-ahead
+    log: a run killed at any instant keeps every row written before.  ``path`` ``None`` keeps the
+    rows in memory only.  Raises ``DuelError`` for a file that is not such a cache.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else Path(path)
+        self._rows: dict[tuple[int, bool], tuple[int | None, int]] = {}
+        try:
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(":memory:" if self.path is None else str(self.path))
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL commits survive a killed process
+            self._db.execute("CREATE TABLE IF NOT EXISTS solved (key INTEGER NOT NULL, exact INTEGER NOT NULL, "
+                             "value INTEGER, nodes INTEGER NOT NULL, PRIMARY KEY (key, exact)) WITHOUT ROWID")
+            for key, exact, value, nodes in self._db.execute("SELECT key, exact, value, nodes FROM solved"):
+                self._rows[key, bool(exact)] = (value, nodes)
+        except sqlite3.DatabaseError as exc:
+            raise DuelError(f"{path} is not a cache of solved positions ({exc})") from None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, key: int, exact: bool) -> tuple[int | None, int] | None:
+        """``(value, nodes)`` of a key (value ``None``: unproven within ``nodes``), or ``None`` if never tried."""
+        return self._rows.get((key, exact))
+
+    def put(self, key: int, exact: bool, value: int | None, nodes: int) -> None:
+        self._rows[key, exact] = (value, nodes)
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO solved VALUES (?, ?, ?, ?)", (key, int(exact), value, nodes))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+@dataclass
+class SolveStats:
+    """What an ``Oracle`` asked of its solver: positions proven and given up, nodes and seconds."""
+
+    num_proven: int = 0
+    num_unproven: int = 0
+    nodes: int = 0
+    seconds: float = 0.0
+    slowest_seconds: float = 0.0
+    slowest_empty: int = 0  # empty cells of the position of the slowest proof or attempt
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"proven": self.num_proven, "unproven": self.num_unproven, "nodes": self.nodes,
+                "seconds": round(self.seconds, 2), "slowest_seconds": round(self.slowest_seconds, 2),
+                "slowest_empty_cells": self.slowest_empty}
+
+
+class Oracle:
+    """Results and exact scores of positions: the cache, else the solver within ``max_nodes`` nodes.
+
+    Every method takes an unfinished position ``(position, mask)`` (side to move's stones first).  A
+    value is ``None`` where the solver could not prove it within the budget.  When every child of a
+    position is proven, the position's own value (the best of them) is stored too, so the position
+    a move leads to is usually known by the time it is asked about.
+    """
+
+    def __init__(self, prover: solver.Solver, cache: SolvedCache, *, max_nodes: int) -> None:
+        if max_nodes < 1:
+            raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
+        self.solver = prover
+        self.cache = cache
+        self.max_nodes = max_nodes
+        self.stats = SolveStats()
+
+    def value(self, position: int, mask: int, *, exact: bool = False) -> int | None:
+        """The position's result (its exact score with ``exact``) for the side to move, or ``None``."""
+        key = canonical_key(position, mask)
+        row = self.cache.get(key, exact)
+        if row is not None and (row[0] is not None or row[1] >= self.max_nodes):
+            return row[0]
+        start = time.perf_counter()
+        value = self.solver.solve(position, mask, weak=not exact, max_nodes=self.max_nodes)
+        seconds = time.perf_counter() - start
+        self.stats.nodes += self.solver.nodes
+        self.stats.seconds += seconds
+        if seconds > self.stats.slowest_seconds:
+            self.stats.slowest_seconds = seconds
+            self.stats.slowest_empty = game.NUM_CELLS - game.num_stones(mask)
+        if value is None:
+            self.stats.num_unproven += 1
+        else:
+            self.stats.num_proven += 1
+        if seconds > 1.0:
+            log.info("%s at %d empty cells: %s, %d nodes, %.1f s", "exact score" if exact else "result",
+                     game.NUM_CELLS - game.num_stones(mask), "unproven" if value is None else value,
+                     self.solver.nodes, seconds)
+        self.cache.put(key, exact, value, self.max_nodes if value is None else self.solver.nodes)
+        return value
+
+    def move_value(self, position: int, mask: int, col: int, *, exact: bool = False) -> int | None:
+        """What playing the legal column ``col`` is worth to the side to move (result or exact score)."""
+        if game.wins_now(position, mask, col):
+            return (game.NUM_CELLS + 1 - game.num_stones(mask)) // 2 if exact else 1
+        child, child_mask = game.play(position, mask, col)
+        if game.is_full(child_mask):
+            return 0
+        value = self.value(child, child_mask, exact=exact)
+        return None if value is None else -value
+
+    def move_values(self, position: int, mask: int, *, exact: bool = False) -> dict[int, int | None]:
+        """``move_value`` of every legal column, by column; stores the position's value when all are proven."""
+        values = {col: self.move_value(position, mask, col, exact=exact) for col in game.legal_cols(mask)}
+        proven = [v for v in values.values() if v is not None]
+        key = canonical_key(position, mask)
+        row = self.cache.get(key, exact)
+        if len(proven) == len(values) and (row is None or row[0] is None):
+            self.cache.put(key, exact, max(proven), 0)
+        return values
+
+
+# --------------------------------------------------------------------------- the opponent and the checks
+
+
+def opponent_move(oracle: Oracle, position: int, mask: int, rng: np.random.Generator,
+                  noise: float) -> tuple[int, str]:
+    """``(col, kind)``: the perfect opponent's column in an unfinished position, and its kind.
+
+    With probability ``noise`` a uniformly random legal column (``"noise"``; nothing solved).
+    Otherwise, where the position's result is proven, a column that keeps it, uniformly among those
+    (``"kept"``); in a lost position (every column keeps the loss) the one that loses slowest by the
+    exact scores, where those are proven, else one that does not lose at once.  Where the result is
+    not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven.
+    """
+    legal = game.legal_cols(mask)
+    if rng.random() < noise:
+        return int(rng.choice(legal)), "noise"
+    results = oracle.move_values(position, mask)
+    proven = {col: r for col, r in results.items() if r is not None}
+    best = max(proven.values(), default=None)
+    if best != 1 and len(proven) < len(legal):
+        pool = [c for c, r in proven.items() if r == 0] or [c for c in legal if results[c] is None]
+        return int(rng.choice(pool)), "unproven"
+    if best == -1:
+        scores = oracle.move_values(position, mask, exact=True)
+        if all(s is not None for s in scores.values()):
+            top = max(s for s in scores.values() if s is not None)
+            return int(rng.choice([c for c, s in scores.items() if s == top])), "kept"
+        safe = [c for c in legal if not game.winning_cols(*game.play(position, mask, c))]
+        return int(rng.choice(safe or legal)), "kept"
+    return int(rng.choice([c for c, r in proven.items() if r == best])), "kept"
+
+
+@dataclass(frozen=True)
+class MoveCheck:
+    """The solver's verdict on one move of the file, everything from the file's side.
+
+    ``moves``: the position before the move (Pons string); ``col``: the column played (0-based);
+    ``verdict``: ``"kept"`` (the move keeps the position's result), ``"lost"`` (it is proven to leave
+    a worse one) or ``"unchecked"`` (the solver could not prove it either way within its budget).
+    ``result``: the position's result (``None`` unproven); ``played``: the result after the move
+    (``None`` unproven); ``keeping``: for a lost move, the columns proven to keep the result (or,
+    where the position's result is unproven, to reach the best result proven).
+    """
+
+    moves: str
+    col: int
+    verdict: str
+    result: int | None
+    played: int | None
+    keeping: tuple[int, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"position": self.moves, "col": self.col + 1, "verdict": self.verdict, "result": self.result,
+                "played": self.played, "keeping": [c + 1 for c in self.keeping]}
+
+
+def check_move(oracle: Oracle, moves: str, col: int) -> MoveCheck:
+    """Does playing ``col`` (0-based, legal) after ``moves`` (Pons string, an unfinished game) keep the value?
+
+    A lost position is kept by every move.  Otherwise the position's result and the played move's
+    are proven (usually found in the cache: the opponent solved them as its own children); where
+    either is unproven, or the move lost value, every column is tried, and a move is still proven to
+    lose value when another column is proven better than it.
+    """
+    position, mask = game.from_moves(moves)
+    result = oracle.value(position, mask)
+    if result == -1:
+        return MoveCheck(moves, col, "kept", result, -1)
+    played = oracle.move_value(position, mask, col)
+    if result is not None and played == result:
+        return MoveCheck(moves, col, "kept", result, played)
+    values = oracle.move_values(position, mask)
+    proven = {c: v for c, v in values.items() if v is not None}
+    if result is None and len(proven) == len(values):
+        result = max(proven.values())
+    best = result if result is not None else max(proven.values(), default=None)
+    if played is not None and best is not None and played < best:
+        return MoveCheck(moves, col, "lost", result, played, tuple(c for c, v in proven.items() if v == best))
+    if played is not None and result is not None:
+        return MoveCheck(moves, col, "kept", result, played)
+    return MoveCheck(moves, col, "unchecked", result, played)
+
+
+# --------------------------------------------------------------------------- the file in its sandbox
+
+
+# The child: reads one JSON request a line (board, mark, step, bank, act_timeout), calls the file's agent and
+# answers one JSON line: the move (``null`` unless a plain int, as Kaggle requires), its repr, the seconds
+# the call took (the first executes the file too), the agent's solver and backend, or an error.
+_CHILD = textwrap.dedent('''
+    import json, time
+    replies, sys.stdout = sys.stdout, sys.stderr  # what the file prints must not mix with the replies
+    agent = namespace = None
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        request = json.loads(line)
+        start = time.perf_counter()
+        reply = {}
+        try:
+            if agent is None:
+                agent, namespace = exec_submission(sys.argv[1])
+        except Exception as exc:
+            reply["load_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            try:
+                move = agent(*kaggle_dicts(request["board"], request["mark"], request["step"], request["bank"],
+                                           request["act_timeout"]))
+                reply["move"] = move if type(move) is int else None
+                reply["repr"] = repr(move)[:60]
+            except Exception as exc:
+                reply["error"] = f"{type(exc).__name__}: {exc}"
+        reply["seconds"] = time.perf_counter() - start
+        player = (namespace or {}).get("_agent")
+        reply["solver"] = str(getattr(player, "solver_kind", "") or "")
+        reply["backend"] = str(getattr(player, "backend", "") or "")
+        replies.write(json.dumps(reply) + "\\n")
+        replies.flush()
+''')
+
+
+class _CutOff(Exception):
+    """The file's move ran past its clock, its bank and the grace: the process was killed."""
+
+
+class _FileProcess:
+    """A built file in a fresh child interpreter that imitates Kaggle's sandbox, pinned to one core."""
+
+    def __init__(self, script: Path, submission: Path, workdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        self._errors: IO[str] = open(workdir / "file.err", "w+")  # closed by close()
+        self._proc = subprocess.Popen([sys.executable, "-I", str(script), str(submission.resolve())], cwd=workdir,
+                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._errors, bufsize=0)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(self._proc.pid, {min(os.sched_getaffinity(0))})
+
+    def move(self, request: dict[str, Any], limit: float) -> dict[str, Any]:
+        """The child's reply to one request; ``_CutOff`` after ``limit`` seconds without one."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write((json.dumps(request) + "\n").encode())
+        self._proc.stdin.flush()
+        ready, _, _ = select.select([self._proc.stdout], [], [], limit)
+        if not ready:
+            raise _CutOff
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            self._errors.seek(0)
+            last = self._errors.read().strip().splitlines()[-1:]
+            return {"error": f"the file's process ended ({last[0] if last else f'exit {self._proc.returncode}'})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._errors.close()
+
+
+# --------------------------------------------------------------------------- games
+
+
+@dataclass(frozen=True)
+class DuelGame:
+    """One game of the file against the perfect opponent, from the file's side.
+
+    ``seat`` 1 when the file plays the first player's stones; ``moves`` the game's columns in Pons'
+    notation (the opening included); ``result`` +1 win, 0 draw, -1 loss; ``reason`` ``"four in a
+    row"``, ``"draw"``, ``"timeout by file"``, ``"illegal move ... by file"`` or ``"error by file:
+    ..."``; ``checks`` one ``MoveCheck`` per move of the file; ``move_seconds`` the file's seconds per
+    move (the first includes executing the file) and ``move_plies`` the ply of each; ``bank_used`` its
+    seconds beyond ``actTimeout`` in all; ``opponent`` the opponent's moves by kind
+    (``OPPONENT_KINDS``); ``first_won_ply`` the first ply at which the file was to move in a proven
+    won position (``None``: never); ``solver`` and ``backend`` what the file's agent reported.
+    """
+
+    index: int
+    seat: int
+    moves: str
+    result: int
+    reason: str
+    checks: tuple[MoveCheck, ...]
+    move_seconds: tuple[float, ...]
+    move_plies: tuple[int, ...]
+    bank_used: float
+    opponent: dict[str, int]
+    first_won_ply: int | None
+    solver: str = ""
+    backend: str = ""
+
+    @property
+    def value_losses(self) -> list[MoveCheck]:
+        return [c for c in self.checks if c.verdict == "lost"]
+
+    @property
+    def num_unchecked(self) -> int:
+        return sum(c.verdict == "unchecked" for c in self.checks)
+
+    @property
+    def converted(self) -> bool:
+        """False when the file stood in a proven won position and did not win."""
+        return self.first_won_ply is None or self.result == 1
+
+    @property
+    def slowest_move(self) -> tuple[float, int]:
+        """``(seconds, ply)`` of the file's slowest move (``(0.0, -1)`` if it did not move)."""
+        if not self.move_seconds:
+            return 0.0, -1
+        k = int(np.argmax(self.move_seconds))
+        return self.move_seconds[k], self.move_plies[k]
+
+    def as_dict(self) -> dict[str, Any]:
+        seconds, ply = self.slowest_move
+        return {"game": self.index, "seat": self.seat, "moves": self.moves, "result": self.result,
+                "reason": self.reason, "value_losses": [c.as_dict() for c in self.value_losses],
+                "unchecked": [c.as_dict() for c in self.checks if c.verdict == "unchecked"],
+                "num_file_moves": len(self.checks), "first_won_ply": self.first_won_ply,
+                "converted": self.converted, "slowest_move_s": round(seconds, 3), "slowest_move_ply": ply,
+                "bank_used_s": round(self.bank_used, 3), "move_seconds": [round(s, 3) for s in self.move_seconds],
+                "opponent": self.opponent, "solver": self.solver, "backend": self.backend}
+
+
+def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, opening: list[int], noise: float,
+               rng: np.random.Generator, act_timeout: float, bank: float) -> DuelGame:
+    """Play one game from ``opening`` (0-based columns), then check the file's moves."""
+    cols = list(opening)
+    position, mask = game.from_moves(cols, one_based=False)
+    file_plies: list[tuple[str, int]] = []  # (position before, col) of each move of the file
+    seconds: list[float] = []
+    plies: list[int] = []
+    kinds: Counter[str] = Counter({kind: 0 for kind in OPPONENT_KINDS})
+    bank_left, reply = bank, {}
+    reason = ""
+    while not reason:
+        ply = game.num_stones(mask)
+        if ply % 2 == seat - 1:
+            mark = 1 + ply % 2
+            plies.append(ply)
+            request = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "step": ply, "bank": bank_left,
+                       "act_timeout": act_timeout}
+            try:
+                reply = file.move(request, act_timeout + max(bank_left, 0.0) + CUT_OFF_GRACE)
+            except _CutOff:
+                seconds.append(act_timeout + bank_left + CUT_OFF_GRACE)
+                reason = "timeout by file (cut off)"
+                break
+            seconds.append(float(reply["seconds"]))
+            bank_left -= max(0.0, seconds[-1] - act_timeout)
+            col = reply.get("move")
+            if "load_error" in reply or "error" in reply:
+                reason = f"error by file: {reply.get('load_error') or reply['error']}"
+                if index == 0 and "load_error" in reply:
+                    raise DuelError(f"not a submission: {reply['load_error']}")
+            elif bank_left < 0:
+                reason = "timeout by file"
+            elif col is None or not 0 <= col < game.COLS or not game.is_legal(mask, col):
+                reason = f"illegal move {reply.get('repr')} by file"
+            else:
+                file_plies.append((_pons(cols), col))
+        else:
+            col, kind = opponent_move(oracle, position, mask, rng, noise)
+            kinds[kind] += 1
+        if reason:
+            break
+        position, mask = game.play(position, mask, col)
+        cols.append(col)
+        over = game.outcome(position, mask)
+        if over is not None:
+            reason = "four in a row" if over == -1 else "draw"
+    if reason == "four in a row":
+        result = 1 if len(cols) % 2 == seat % 2 else -1  # the last stone was the file's
+    else:
+        result = 0 if reason == "draw" else -1
+    checks = tuple(check_move(oracle, moves, col) for moves, col in file_plies)
+    first_won = next((len(c.moves) for c in checks if c.result == 1), None)
+    return DuelGame(index, seat, _pons(cols), result, reason, checks, tuple(seconds), tuple(plies), bank - bank_left,
+                    dict(kinds), first_won, reply.get("solver", ""), reply.get("backend", ""))
+
+
+# --------------------------------------------------------------------------- the duel
+
+
+@dataclass
+class DuelReport:
+    """A duel's games and what it cost: the settings, the solver's work and the cache."""
+
+    games: list[DuelGame]
+    runtime: str
+    noise: float
+    act_timeout: float
+    bank: float
+    max_nodes: int
+    solver: str
+    stats: SolveStats
+    cache_path: str
+    cache_size: int
+    seconds: float
+    seed: int = 0
+    opening: str = ""
+    by_seat: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def num_value_losses(self) -> int:
+        return sum(len(g.value_losses) for g in self.games)
+
+    @property
+    def num_unconverted(self) -> int:
+        return sum(not g.converted for g in self.games)
+
+    @property
+    def failed(self) -> bool:
+        """True on any value-losing move, any proven win not converted, or any timeout, error or illegal move."""
+        return bool(self.num_value_losses or self.num_unconverted or any("by file" in g.reason for g in self.games))
+
+    def summary(self) -> dict[str, Any]:
+        slow = max(self.games, key=lambda g: g.slowest_move[0], default=None)
+        bank = max(self.games, key=lambda g: g.bank_used, default=None)
+        opponent = Counter({kind: 0 for kind in OPPONENT_KINDS})
+        for g in self.games:
+            opponent.update(g.opponent)
+        return {
+            "games": len(self.games), "by_seat": {str(s): v for s, v in self.by_seat.items()},
+            "value_losses": self.num_value_losses,
+            "file_moves": sum(len(g.checks) for g in self.games),
+            "unchecked": sum(g.num_unchecked for g in self.games),
+            "won_positions": sum(g.first_won_ply is not None for g in self.games),
+            "unconverted": self.num_unconverted,
+            "failures": [f"game {g.index}: {g.reason}" for g in self.games if "by file" in g.reason],
+            "slowest_move_s": round(slow.slowest_move[0], 3) if slow else 0.0,
+            "slowest_move_game": slow.index if slow else None,
+            "max_bank_used_s": round(bank.bank_used, 3) if bank else 0.0,
+            "max_bank_used_game": bank.index if bank else None,
+            "opponent": dict(opponent),
+            "file_solvers": sorted({g.solver for g in self.games if g.solver}),
+            "file_backends": sorted({g.backend for g in self.games if g.backend}),
+            "solver": self.solver, "solves": self.stats.as_dict(), "max_nodes": self.max_nodes,
+            "cache": self.cache_path, "cache_positions": self.cache_size, "seconds": round(self.seconds, 1),
+            "runtime": self.runtime, "noise": self.noise, "act_timeout": self.act_timeout, "bank": self.bank,
+            "seed": self.seed, "opening": self.opening,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"games": [g.as_dict() for g in self.games], "summary": self.summary()}
+
+
+def make_prover(kind: str) -> solver.Solver:
+    """The solver of the opponent and the checks: ``"numba"`` (compiled where numba imports, else the pure
+    Python one) or ``"python"``."""
+    if kind == "python":
+        return solver.Solver()
+    if kind == "numba":
+        from connectx_az import solver_numba
+
+        return solver_numba.make_solver()
+    raise ValueError(f"unknown solver {kind!r}; choose numba or python")
+
+
+def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: str = "numpy", seed: int = 0,
+         cache_path: str | Path | None = None, max_nodes: int = DEFAULT_MAX_NODES, solver_kind: str = "numba",
+         opening: str = "", act_timeout: float = kaggle_io.ACT_TIMEOUT, bank: float | None = None,
+         on_game: Callable[[DuelGame], None] | None = None) -> DuelReport:
+    """Play ``games_per_seat`` games a seat (seats alternating, the file first in game 0) and check them.
+
+    ``submission`` runs as Kaggle runs it, in the ``runtime`` of ``kaggle_io.RUNTIMES``, with
+    ``act_timeout`` seconds a move and ``bank`` seconds of overage (default 30 per second of
+    ``act_timeout``: Kaggle's 60 s).  Every game starts after ``opening`` (Pons string) and draws its
+    randomness from ``seed`` and its index.  ``cache_path`` is the ``SolvedCache`` file (``None``: in
+    memory).  ``on_game`` is called after each game.  Raises ``FileNotFoundError`` for a missing file
+    and ``DuelError`` for a file that does not execute as a submission, a bad opening or cache.
+    """
+    submission = Path(submission)
+    if not submission.is_file():
+        raise FileNotFoundError(f"{submission} not found")
+    if games_per_seat < 1 or not 0.0 <= noise <= 1.0 or not act_timeout > 0:
+        raise DuelError("games per seat must be >= 1, noise in [0, 1] and the move time > 0")
+    try:
+        start_cols = [int(ch) - 1 for ch in opening]
+        if game.outcome(*game.from_moves(start_cols, one_based=False)) is not None:
+            raise ValueError("the game is already over")
+    except ValueError as exc:
+        raise DuelError(f"bad opening {opening!r}: {exc}") from None
+    blocked = ("connectx_az", *kaggle_io.runtime_blocked(runtime))
+    bank = kaggle_io.OVERAGE_PER_ACT_SECOND * act_timeout if bank is None else bank
+    prover = make_prover(solver_kind)
+    cache = SolvedCache(cache_path)
+    oracle = Oracle(prover, cache, max_nodes=max_nodes)
+    games: list[DuelGame] = []
+    start = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="connectx_duel_") as tmp:
+            script = Path(tmp) / "file_process.py"
+            script.write_text(kaggle_io.sandbox_prelude(blocked) + _CHILD)
+            for index in range(2 * games_per_seat):
+                file = _FileProcess(script, submission, Path(tmp))
+                try:
+                    played = _play_game(file, oracle, index=index, seat=1 + index % 2, opening=start_cols,
+                                        noise=noise, rng=np.random.default_rng([seed, index]),
+                                        act_timeout=act_timeout, bank=bank)
+                finally:
+                    file.close()
+                games.append(played)
+                if on_game is not None:
+                    on_game(played)
+        cache_size = len(cache)
+    finally:
+        cache.close()
+    by_seat = {seat: {"wins": sum(g.result == 1 for g in games if g.seat == seat),
+                      "draws": sum(g.result == 0 for g in games if g.seat == seat),
+                      "losses": sum(g.result == -1 for g in games if g.seat == seat)} for seat in (1, 2)}
+    return DuelReport(games, runtime, noise, act_timeout, bank, max_nodes, type(prover).__name__, oracle.stats,
+                      str(cache_path) if cache_path is not None else "(memory)", cache_size,
+                      time.perf_counter() - start, seed, opening, by_seat)
+
+
+# --------------------------------------------------------------------------- text
+
+
+_RESULT_WORDS = {1: "file wins", 0: "draw", -1: "file loses"}
+
+
+def format_game(g: DuelGame) -> str:
+    """A game's lines: moves, result, clock, and each value-losing move with the columns that keep the value."""
+    seconds, ply = g.slowest_move
+    unchecked = [str(len(c.moves)) for c in g.checks if c.verdict == "unchecked"]
+    lines = [f"game {g.index} seat {g.seat}: {_RESULT_WORDS[g.result]} ({g.reason}, {len(g.moves)} plies) "
+             f"{g.moves or '-'}",
+             f"  file: {len(g.checks)} moves, {len(g.value_losses)} value-losing, {len(unchecked)} unchecked"
+             + (f" (plies {', '.join(unchecked)})" if unchecked else "") + "; "
+             f"slowest {seconds:.2f} s (ply {ply}), bank used {g.bank_used:.2f} s"
+             + (f"; won from ply {g.first_won_ply}" + ("" if g.converted else ", NOT converted")
+                if g.first_won_ply is not None else "")]
+    for c in g.value_losses:
+        keeping = ", ".join(str(k + 1) for k in c.keeping) or "?"
+        lines.append(f"  value lost at {c.moves or '(empty)'} (ply {len(c.moves)}, result {c.result}): "
+                     f"played {c.col + 1} ({c.played}), keeps: {keeping}")
+    return "\n".join(lines)
+
+
+def format_summary(report: DuelReport) -> str:
+    """The duel's summary as text."""
+    s = report.summary()
+    seats = "; ".join(f"seat {seat}: {v['wins']} W {v['draws']} D {v['losses']} L" for seat, v in s["by_seat"].items())
+    solves = s["solves"]
+    opp = s["opponent"]
+    lines = [
+        f"summary: {s['games']} games ({seats}); runtime {s['runtime']}, {s['act_timeout']:g} s a move + "
+        f"{s['bank']:g} s bank; noise {s['noise']:g}" + (f"; opening {s['opening']}" if s["opening"] else ""),
+        f"value-losing moves: {s['value_losses']} of {s['file_moves']} file moves ({s['unchecked']} unchecked "
+        f"within {s['max_nodes']:,} nodes); won positions: {s['won_positions']} games, "
+        f"{s['unconverted']} not converted",
+        f"slowest move: {s['slowest_move_s']:.2f} s (game {s['slowest_move_game']}); most bank used in a game: "
+        f"{s['max_bank_used_s']:.2f} s (game {s['max_bank_used_game']}); file's solver: "
+        f"{','.join(s['file_solvers']) or '?'}, backend: {','.join(s['file_backends']) or '?'}",
+        f"opponent: {opp['kept']} moves keeping the value, {opp['noise']} random, {opp['unproven']} unproven",
+        f"solver ({s['solver']}): {solves['proven']} positions proven, {solves['unproven']} unproven, "
+        f"{solves['nodes']:,} nodes, {solves['seconds']:.1f} s (slowest {solves['slowest_seconds']:.1f} s); "
+        f"cache {s['cache']}: {s['cache_positions']} entries; {s['seconds']:.0f} s in all",
+    ]
+    lines += [f"failure: {f}" for f in s["failures"]]
+    return "\n".join(lines)
