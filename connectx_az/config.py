@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import math
 import tomllib
@@ -256,7 +257,7 @@ def _build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
     kwargs = {}
     for key, value in values.items():
         if key not in fields:
-            raise ConfigError(f"unknown config key {prefix + key!r}; valid keys: {', '.join(valid_keys(cls, prefix))}")
+            raise unknown_key(prefix + key)
         sub = _nested_type(cls, key)
         kwargs[key] = _build(sub, value, f"{prefix}{key}.") if sub is not None else value
     try:
@@ -281,6 +282,22 @@ def valid_keys(cls: type = RunConfig, prefix: str = "") -> list[str]:
         sub = _nested_type(cls, f.name)
         keys.extend(valid_keys(sub, f"{prefix}{f.name}.") if sub is not None else [prefix + f.name])
     return keys
+
+
+def unknown_key(key: str) -> ConfigError:
+    """The error for dotted ``key``, which names no setting, in one short line: the keys of the deepest
+    section it names (``mcts.{num_simulations, ...}`` for ``mcts.sims``; the sections and top-level keys
+    where it names none), then the closest of them."""
+    keys = valid_keys()
+    parts = key.split(".")
+    section = next((".".join(parts[:n]) + "." for n in range(len(parts) - 1, 0, -1)
+                    if any(k.startswith(".".join(parts[:n]) + ".") for k in keys)), "")
+    names = list(dict.fromkeys(k[len(section):].split(".")[0] + (".*" if "." in k[len(section):] else "")
+                               for k in keys if k.startswith(section)))
+    listed = f"{section}{{{', '.join(names)}}}" if section else ", ".join(names)
+    close = difflib.get_close_matches(key[len(section):], [n for n in names if not n.endswith("*")], n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(section + c for c in close)}?" if close else ""
+    return ConfigError(f"unknown config key {key!r}; valid keys: {listed}{hint}")
 
 
 def _parse_value(text: str, current: Any) -> Any:
@@ -359,10 +376,10 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
         node = values
         for part in parts[:-1]:
             if not isinstance(node.get(part), dict):
-                raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
+                raise unknown_key(key)
             node = node[part]
         if parts[-1] not in node or isinstance(node[parts[-1]], dict):
-            raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
+            raise unknown_key(key)
         node[parts[-1]] = _parse_value(text.strip(), node[parts[-1]])
     return values
 

@@ -23,6 +23,35 @@ def test_overrides_and_unknown_keys() -> None:
         config.make_config("smoke", overrides=["mcts.num_simulations=lots"])
 
 
+@pytest.mark.parametrize(("key", "listed", "meant"), [
+    ("mcts.sims", "valid keys: mcts.{num_simulations, c_puct, ", None),
+    ("net.blocks", "valid keys: net.{num_blocks, num_filters, ", "net.num_blocks"),
+    ("selfplay.gumbel.enable", "valid keys: selfplay.gumbel.{enabled, considered, ", "selfplay.gumbel.enabled"),
+    ("selfplay.games", "fast_simulations, num_workers, adjudicate_empty, adjudicate_nodes, gumbel.*}",
+     "selfplay.num_games"),
+    ("num_generation", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", "num_generations"),
+    ("foo.bar", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", None),
+])
+def test_an_unknown_key_lists_the_keys_of_its_section_in_one_short_line(key: str, listed: str,
+                                                                        meant: str | None) -> None:
+    # in an override, and in a config file (where an unknown section is the unknown key: 'foo' of foo.bar)
+    for make, named in ((lambda: config.make_config("smoke", overrides=[f"{key}=1"]), key),
+                        (lambda: config.from_dict({**config.to_dict(config.RunConfig()), **_nested(key, 1)}),
+                         "foo" if key == "foo.bar" else key)):
+        with pytest.raises(config.ConfigError) as caught:
+            make()
+        message = str(caught.value)
+        assert message.startswith(f"unknown config key {named!r}; ") and listed in message, message
+        assert (f"; did you mean {meant}?" in message) if meant else "did you mean" not in message, message
+        assert len(message) < 400 and "\n" not in message  # all 55 keys made a line of 1,200 characters
+
+
+def _nested(key: str, value: object) -> dict:
+    """``{"a": {"b": value}}`` for ``"a.b"``, as a config file holds a dotted key."""
+    head, _, rest = key.partition(".")
+    return {head: _nested(rest, value) if rest else value}
+
+
 def test_config_round_trips_through_json(tmp_path: Path) -> None:
     cfg = config.make_config("cpu", overrides=["seed=5"])
     config.save_config(cfg, tmp_path)
