@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az import game
-from connectx_az.kaggle_sandbox import exec_submission, kaggle_dicts
+from connectx_az.kaggle_sandbox import SubmissionError, exec_submission, kaggle_dicts
 from connectx_az.solver_numba import forget_compiled
 
 #: default seconds a move (Kaggle's ``actTimeout``) and overage bank per second of it (60 s at 2 s)
@@ -91,8 +91,33 @@ BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")
 
 
 def load_submission(path: str | Path) -> Callable[..., Any]:
-    """Execute ``submission.py`` the way Kaggle does and return its last callable (``ValueError``: none)."""
+    """Execute ``submission.py`` the way Kaggle does and return its last callable.
+
+    Raises ``OSError`` (the file cannot be opened) or ``SubmissionError`` (a ``ValueError``: it is not a
+    submission).
+    """
     return exec_submission(str(path))[0]
+
+
+def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> int:
+    """The column the file's agent, executed afresh, plays on the empty board with the full bank.
+
+    A check that a file is a submission before hours of grading: raises ``SubmissionError`` where the
+    file is not one, or its agent raises or answers anything but a column as a plain ``int`` (Kaggle's
+    INVALID), and ``OSError`` where it cannot be opened.
+    """
+    agent = load_submission(submission)
+    observation, configuration = kaggle_inputs(0, 0, act_timeout=act_timeout)
+    try:
+        move = agent(observation, configuration)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise SubmissionError(f"{submission}: its agent raised {type(exc).__name__} on the empty board: {first}") \
+            from exc
+    if type(move) is not int or not 0 <= move < game.COLS:
+        raise SubmissionError(f"{submission}: its agent answered {move!r} on the empty board, not a column "
+                              f"(a plain int from 0 to {game.COLS - 1})")
+    return move
 
 
 def _submission_backend(namespace: dict[str, Any]) -> str:

@@ -23,16 +23,34 @@ def kaggle_dicts(board: list[int], mark: int, step: int, overage: float, act_tim
     return observation, configuration
 
 
+class SubmissionError(ValueError):
+    """The file is not a submission: it cannot be read or compiled as Python, raises when executed, or
+    defines no callable."""
+
+
 def exec_submission(path: str) -> tuple:
     """``(agent, namespace)``: execute the file in empty globals, as Kaggle does, and take its last callable.
 
-    Raises ``ValueError`` when the file defines no callable.
+    Raises ``OSError`` when the file cannot be opened and ``SubmissionError`` (one line) when it is not
+    a submission.
     """
-    with open(path) as f:
-        code = compile(f.read(), str(path), "exec")
+    try:
+        with open(path) as f:
+            code = compile(f.read(), str(path), "exec")
+    except UnicodeDecodeError:
+        raise SubmissionError(f"{path} is not a submission: not a text file") from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in the source
+        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise SubmissionError(f"{path} is not a submission: not Python ({getattr(exc, 'msg', exc)}{where})") from None
     namespace: dict = {}
-    exec(code, namespace)
+    try:
+        exec(code, namespace)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise SubmissionError(f"{path} is not a submission: executing it raised {type(exc).__name__}: {first}") \
+            from exc
     agents = [v for v in namespace.values() if callable(v)]
     if not agents:
-        raise ValueError(f"{path} defines no callable agent")
+        raise SubmissionError(f"{path} is not a submission: it defines no callable agent (Kaggle calls the last "
+                              "function the file defines)")
     return agents[-1], namespace
