@@ -16,7 +16,7 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: submission test test-slow validate install install-train install-test train-cpu kaggle lint clean
+.PHONY: submission test test-slow validate install install-train install-validate install-test train-cpu kaggle lint clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,7 @@ $(VENV)/.validate: pyproject.toml | $(PY)
 
 install: $(VENV)/.core
 install-train: $(VENV)/.train
+install-validate: $(VENV)/.validate
 install-test: $(VENV)/.test
 
 submission: $(VENV)/.core

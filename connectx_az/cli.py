@@ -2,7 +2,8 @@
 
 Each command imports what it needs when it runs, so ``build`` works with numpy
 alone and ``--help`` is instant.  Expected failures (bad paths, bad configs,
-corrupt models) print one line starting with ``error:`` and exit with status 2.
+corrupt models, files that are not submissions, optional packages not installed)
+print one line starting with ``error:`` and exit with status 2.
 """
 
 from __future__ import annotations
@@ -17,9 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from connectx_az import extras
+
 DEFAULT_MODEL = Path(__file__).parent / "models" / "default.onnx"
 DEFAULT_CARD = Path(__file__).parent / "models" / "default.json"
 DEFAULT_CHECKPOINT = Path(__file__).parent / "models" / "default.pt"
+
+
+#: what ``export.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
+ONNXRUNTIME_EVALUATOR = ("onnxruntime", "onnx", "torch")
 
 
 class UserError(Exception):
@@ -27,7 +34,10 @@ class UserError(Exception):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError]
+    from connectx_az.kaggle_sandbox import SubmissionError
+
+    errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError, extras.MissingPackage,
+                                         SubmissionError]
     # A build-only set-up has numpy alone: the error types of modules that need torch
     # cannot have been raised there, so a failed import just leaves them out.
     try:
@@ -37,6 +47,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         errors += [ConfigError, CheckpointError]
     except ImportError:
         pass
+    export = sys.modules.get("connectx_az.export")  # a command that never imported it cannot have raised its error
+    if export is not None:
+        errors.append(export.ModelError)
     from connectx_az.agent.builder import BuildError
     from connectx_az.cards import CardError
 
@@ -44,10 +57,21 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _require(args: argparse.Namespace, *modules: str) -> None:
+    """Stop with one line naming those of ``modules`` (``extras.PACKAGES``) not installed, and how to install them."""
+    extras.require(*modules, needed_by=f"`connectx-az {_command(args)}`")
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command as typed, e.g. ``eval pons`` or ``bench solver``."""
+    return " ".join(str(getattr(args, key)) for key in ("command", "benchmark", "what") if getattr(args, key, None))
+
+
 # --------------------------------------------------------------------------- commands
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    _require(args, "torch", "tqdm")
     from connectx_az import config, train
 
     budget = train.parse_duration(args.time_budget) if args.time_budget is not None else None
@@ -84,6 +108,7 @@ def _warm_start_net(cfg: Any, init_model: str) -> Any:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    _require(args, "torch", "onnx", "tqdm")
     from connectx_az import export, train
     from connectx_az.config import save_json
     from connectx_az.network import load_checkpoint, save_checkpoint
@@ -224,7 +249,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
+    _require(args, "kaggle_environments")
     _kaggle_like_process(args.runtime)
+    kaggle_io.load_submission(args.submission)  # a file that is not a submission stops here, before the games
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
                                     replay_dir=args.replays, act_timeout=args.act_timeout,
@@ -244,7 +271,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az import pons
+    from connectx_az import kaggle_io, pons
 
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
@@ -257,6 +284,8 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
             if not Path(path).is_file():
                 raise UserError(f"{path} not found; run `make submission` first")
         _kaggle_like_process(args.runtime)
+        for path in args.submission:  # a file that is not a submission stops here, before the positions
+            kaggle_io.load_submission(path)
         files = len(args.submission)
         with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
             graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
@@ -271,6 +300,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
             control = {mode: table[first] for mode in later}
             control_label = f"{first} ({args.submission[0]})"
     else:
+        _require(args, *ONNXRUNTIME_EVALUATOR)
         table = _grade_model(args.model, args)
         if args.compare:
             control = _grade_model(args.compare, args)
@@ -308,6 +338,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     bands = tuple(args.bands)
     if any(not 0 <= b < 1 for b in bands):
         raise UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
+    _require(args, *ONNXRUNTIME_EVALUATOR)
     graded: dict[str, list[Any]] = {}
     labels = _file_labels(args.models)
     for label, model in zip(labels, args.models, strict=True):
@@ -488,6 +519,11 @@ def _num_positions(sets: list[str] | None, limit: int | None) -> int:
 
 
 class _NoBar:
+    """What ``_progress`` gives without tqdm: counts like a bar (``n``) and shows nothing."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
     def __enter__(self) -> _NoBar:
         return self
 
@@ -495,7 +531,7 @@ class _NoBar:
         return None
 
     def update(self, n: int) -> None:
-        return None
+        self.n += n
 
 
 def _progress(total: int, unit: str, desc: str | None = None) -> Any:
@@ -534,6 +570,7 @@ def _kaggle_like_process(runtime: str) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    _require(args, "matplotlib", "torch", "tqdm")  # plots reads the metrics with train's reader
     from connectx_az import plots
 
     paths = plots.plot_run(args.run_dir, args.out)
@@ -547,6 +584,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.what == "solver":
         return cmd_bench_solver(args)
+    if args.what == "selfplay":
+        _require(args, "torch", "onnx", "tqdm")
+    else:
+        _check_agent_model(args.model)
     result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
                        workers=args.workers, preset=args.preset, evaluator=args.evaluator, device=args.device,
                        precision=args.precision, game_repeats=args.game)
@@ -554,11 +595,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_agent_model(model: str) -> None:
+    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
+    from connectx_az.agent import onnx_numpy
+
+    path = Path(model)
+    if not path.is_file():
+        raise UserError(f"model {path} not found; pass --model PATH.onnx")
+    try:
+        onnx_numpy.NumpyOnnxModel(path.read_bytes())
+    except ValueError as exc:
+        raise UserError(f"model {path} cannot run in the agent: {exc}") from None
+
+
 def cmd_bench_solver(args: argparse.Namespace) -> int:
     from connectx_az import bench
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise UserError("--deadline and --limit must be positive")
+    if "numba" in args.solvers:
+        _require(args, "numba")
     sets = tuple(args.sets or bench.SOLVER_SETS)
     solvers = tuple(args.solvers)
     budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
@@ -575,6 +631,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
 
     if args.games < 1 or args.sims < 1 or args.opening_plies < 0 or not args.act_timeout > 0:
         raise UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
+    _require(args, *(ONNXRUNTIME_EVALUATOR if args.model else ()), *(("kaggle_environments",) if args.builtin else ()))
     players: dict[str, reference.Player] = {}
 
     def add(name: str, make: Any, *make_args: Any) -> None:
@@ -653,6 +710,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     if args.sims < 1:
         raise UserError("--sims must be >= 1")
+    _require(args, *ONNXRUNTIME_EVALUATOR)
     agent = players.model_player(args.model, args.sims)
     human = 0 if args.first else 1  # seat: 0 moves first
     position, mask = game.initial()
@@ -922,6 +980,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except _user_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional package a command's ``_require`` did not name
+        if not extras.is_optional(exc.name):
+            raise
+        print(f"error: {extras.missing_message([exc.name], f'`connectx-az {_command(args)}`')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

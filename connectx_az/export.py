@@ -211,19 +211,26 @@ def _read_model(source: str | Path | bytes) -> tuple[bytes, str]:
     return path.read_bytes(), str(path)
 
 
+class ModelError(ValueError):
+    """A file that onnxruntime cannot load as a model (corrupt, empty, not ONNX)."""
+
+
 class OnnxRuntimeEvaluator(backends.OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` when
-    onnxruntime cannot load the model.
+    Raises ``FileNotFoundError`` for a missing file, ``ImportError`` without
+    onnxruntime, and ``ModelError`` (a ``ValueError``) when onnxruntime cannot
+    load the model.
     """
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = _read_model(source)
         try:
             super().__init__(data)
+        except ImportError:
+            raise
         except Exception as exc:  # onnxruntime raises its own exception types for bad models
-            raise ValueError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
+            raise ModelError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
 
 
 def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:

@@ -432,3 +432,121 @@ def test_bench_solver_takes_its_sets_and_deadline() -> None:
     bad = _run("bench", "solver", "--deadline", "0")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "--deadline and --limit must be positive" in bad.stderr
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
+    """The line a command printed on stderr, asserting it stopped with status 2 on that one line."""
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), (code, err)
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "blocked", "extra"),
+    [
+        (("play",), ("onnx",), "train"),
+        (("play",), ("onnxruntime", "onnx", "torch"), "train"),
+        (("train", "{tmp}/run", "--preset", "smoke"), ("torch",), "train"),
+        (("train", "{tmp}/run", "--preset", "smoke"), ("tqdm",), "train"),
+        (("export", "{tmp}/checkpoint.pt"), ("onnx",), "train"),
+        (("validate", "{tmp}/submission.py"), ("kaggle_environments",), "validate"),
+        (("eval", "pons"), ("onnxruntime",), "train"),
+        (("eval", "value"), ("torch",), "train"),
+        (("arena", "--model", "--alphabeta", "1"), ("kaggle_environments",), "validate"),
+        (("arena", "--builtin"), ("onnxruntime",), "train"),
+        (("plot", "{tmp}"), ("matplotlib",), "train"),
+        (("bench", "selfplay"), ("torch",), "train"),
+        (("bench", "solver", "--solvers", "numba"), ("numba",), "validate"),
+    ],
+)
+def test_a_missing_optional_package_is_one_line_that_says_how_to_install_it(
+        args: tuple[str, ...], blocked: tuple[str, ...], extra: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    from connectx_az import extras
+
+    (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    for name in blocked:
+        monkeypatch.setitem(sys.modules, name, None)  # as Python marks a module that cannot be imported
+    err = _one_line_error(capsys, cli.main([a.format(tmp=tmp_path) for a in args]))
+    command = " ".join(a for a in args[:2] if a.isalpha())  # e.g. "eval pons", "train"
+    names = [extras.PACKAGES[name][0] for name in blocked]
+    assert f"`connectx-az {command}` needs {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}" \
+        in err
+    assert f"`make install-{extra}`" in err and f"pip install 'connectx-az[{extra}]'" in err
+
+
+def test_an_optional_import_that_fails_deeper_in_a_command_is_one_line_too(monkeypatch, capsys) -> None:
+    def build_without_tqdm(args) -> int:
+        raise ModuleNotFoundError("No module named 'tqdm.auto'", name="tqdm.auto")
+
+    monkeypatch.setattr(cli, "cmd_build", build_without_tqdm)
+    err = _one_line_error(capsys, cli.main(["build"]))
+    assert "`connectx-az build` needs tqdm" in err and "`make install-train`" in err
+
+    def build_with_a_bug(args) -> int:  # a module of the package itself missing is a bug: the traceback stays
+        raise ModuleNotFoundError("No module named 'connectx_az.nothing'", name="connectx_az.nothing")
+
+    monkeypatch.setattr(cli, "cmd_build", build_with_a_bug)
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["build"])
+
+
+def test_label_counts_its_progress_without_tqdm(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "numba", None)  # the pure-Python solver: nothing to compile
+    out = tmp_path / "labels.npz"
+    assert cli.main(["label", str(out), "--positions", "2", "--plies", "28", "30"]) == 0
+    assert f"wrote {out}: 2 positions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [("eval", "pons", "--sims", "4", "--limit", "1", "--model"),
+                                  ("eval", "value", "--limit", "1", "--models"),
+                                  ("play", "--model"), ("arena", "--builtin", "--model"),
+                                  ("bench", "agent", "--model")])
+@pytest.mark.parametrize("content", [b"", b"\x08\x07garbage", b"not a model\n"])
+def test_a_file_that_is_no_model_is_one_line(args: tuple[str, ...], content: bytes, tmp_path: Path,
+                                             capsys) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(content)
+    err = _one_line_error(capsys, cli.main([*args, str(bad)]))
+    assert str(bad) in err and ("cannot load" in err or "cannot run in the agent" in err)
+
+
+@pytest.mark.parametrize(("args", "content"), [(("export",), b"garbage"), (("export",), b""),
+                                               (("label", "--positions", "1"), b"garbage"),
+                                               (("train", "{tmp}/run", "--preset", "smoke", "--init-model"), b"")])
+def test_a_corrupt_checkpoint_or_labels_file_is_one_line(args: tuple[str, ...], content: bytes, tmp_path: Path,
+                                                         capsys) -> None:
+    bad = tmp_path / ("bad.npz" if args[0] == "label" else "bad.pt")
+    bad.write_bytes(content)
+    argv = [a.format(tmp=tmp_path) for a in args]
+    argv = [argv[0], str(bad), *argv[1:]] if args[0] == "label" else [*argv, str(bad)]
+    err = _one_line_error(capsys, cli.main(argv))
+    assert str(bad) in err and ("not a readable checkpoint" in err or "not a labels file" in err)
+    assert not (tmp_path / "run").exists()
+
+
+#: files that are not submissions, and what the error says of each
+NOT_SUBMISSIONS = {"empty.py": (b"", "defines no callable agent"),
+                   "syntax.py": (b"def agent(:\n", "not Python (invalid syntax at line 1)"),
+                   "binary.py": (bytes(range(128, 256)), "not a text file")}
+
+
+def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_one(tmp_path: Path) -> None:
+    # One process runs the commands in turn (validate and eval pons --submission pin it to one core and
+    # block packages, as Kaggle's sandbox would: not this test process).
+    for name, (content, _) in NOT_SUBMISSIONS.items():
+        (tmp_path / name).write_bytes(content)
+    runs = [[*command, name] for name in NOT_SUBMISSIONS
+            for command in (["validate"], ["eval", "pons", "--submission"], ["arena", "--model", "--submission"])]
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli import main\nout = []\n"
+              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for argv, (code, err) in zip(runs, json.loads(done.stdout.splitlines()[-1]), strict=True):
+        expected = NOT_SUBMISSIONS[argv[-1]][1]
+        assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {argv[-1]} is not a submission"), argv
+        assert expected in err, (argv, err)

@@ -3,7 +3,8 @@
 On Kaggle with Internet off, the notebook installs this wheel with ``--no-deps``;
 building a submission must then need nothing the host lacks.  The test builds
 the wheel, installs it into a fresh virtual environment that has only numpy,
-and builds and runs a submission there.
+and builds and runs a submission there; a command that needs more says what to
+install, in one line.
 """
 
 from __future__ import annotations
@@ -54,3 +55,9 @@ def test_the_wheel_builds_a_submission_in_a_fresh_environment_with_only_numpy(tm
                 "print(json.dumps([type(col).__name__, col]))", out, cwd=tmp_path)
     kind, col = json.loads(move.stdout.strip().splitlines()[-1])
     assert kind == "int" and 0 <= col < 7
+    # what a user who ran `make submission` alone meets next: `play` names what to install, in one line
+    play = subprocess.run([env / "bin" / "connectx-az", "play"], cwd=tmp_path, input="q\n", capture_output=True,
+                          text=True, timeout=120)
+    assert play.returncode == 2 and play.stderr.count("\n") == 1, play.stderr
+    assert play.stderr.startswith("error: `connectx-az play` needs onnxruntime, onnx and torch") and \
+        "`make install-train`" in play.stderr, play.stderr
