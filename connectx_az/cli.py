@@ -584,6 +584,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.what == "solver":
         return cmd_bench_solver(args)
+    if args.what == "clock":
+        return cmd_bench_clock(args)
     if args.what == "selfplay":
         _require(args, "torch", "onnx", "tqdm")
     else:
@@ -606,6 +608,17 @@ def _check_agent_model(model: str) -> None:
         onnx_numpy.NumpyOnnxModel(path.read_bytes())
     except ValueError as exc:
         raise UserError(f"model {path} cannot run in the agent: {exc}") from None
+
+
+def cmd_bench_clock(args: argparse.Namespace) -> int:
+    from connectx_az import bench_clock
+
+    if not hasattr(os, "sched_setaffinity"):
+        raise UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
+    _check_agent_model(args.model)
+    result = bench_clock.bench_clock(args.model)
+    print(json.dumps(result) if args.json else bench_clock.format_clock(result))
+    return 0
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
@@ -940,8 +953,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver"],
-                   help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s")
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock"],
+                   help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
+                        "clock: how close the built file's moves come to their budgets on a shared core (about "
+                        "two minutes)")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
