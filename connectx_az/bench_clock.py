@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,124 +35,8 @@ from connectx_az import kaggle_io
 
 #: Kaggle's bank is 30 actTimeouts (60 s at 2 s); the scaled clocks keep that ratio
 BANK_PER_ACT_SECOND = kaggle_io.OVERAGE_PER_ACT_SECOND
-#: the agent's clock constants in seconds, which ``play_games(agent_clock="scaled")`` shrinks with the clock
-SCALED_CONSTANTS = ("safety_seconds", "overage_reserve", "max_extra_seconds", "default_act_timeout",
-                    "compile_min_bank", "solver_extra_seconds", "solver_bank_reserve")
-
-# Shared by both runners: pin to one core (argv[1]), import numpy (Kaggle's harness has it loaded before
-# it executes the file; the sandbox prelude does), and execute the file Kaggle's way.
-_PRELUDE = '''
-import json, os, sys, time
-
-os.sched_setaffinity(0, {int(sys.argv[1])})
-
-
-def load(submission):
-    """(agent, globals, seconds): executes the file afresh in an empty namespace."""
-    start = time.perf_counter()
-    agent, env = exec_submission(submission)
-    return agent, env, time.perf_counter() - start
-'''
-
-# argv: cpu, submission, act_timeout, bank, number of games, seed, scale of the agent's own clock
-# constants (1: as shipped), "warm" to compile the solver before the games (the process cache keeps it:
-# a scaled bank is too small to pay for a compile).  Prints one JSON line: a list of games.
-_GAMES = textwrap.dedent('''
-    import dataclasses
-    import random
-
-    ROWS, COLS = 6, 7
-
-
-    def landing(board, col):
-        return max((r for r in range(ROWS) if board[r * COLS + col] == 0), default=-1)
-
-
-    def wins(board, row, col, mark):
-        for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-            count = 1
-            for sign in (1, -1):
-                r, c = row + sign * dr, col + sign * dc
-                while 0 <= r < ROWS and 0 <= c < COLS and board[r * COLS + c] == mark:
-                    count, r, c = count + 1, r + sign * dr, c + sign * dc
-            if count >= 4:
-                return True
-        return False
-
-
-    def opponent(board, mark, rng):
-        """Win now, else block, else a random column that gives no win away: fast, not a pushover."""
-        legal = [c for c in range(COLS) if board[c] == 0]
-        for who in (mark, 3 - mark):
-            for c in legal:
-                if wins(board, landing(board, c), c, who):
-                    return c
-        safe = [c for c in legal if landing(board, c) == 0 or not wins(board, landing(board, c) - 1, c, 3 - mark)]
-        return rng.choice(safe or legal)
-
-
-    submission, act_timeout, bank0, num_games, seed, scale = (
-        sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]))
-    if sys.argv[8] == "warm":
-        assert load(submission)[1]["_MODULES"]["solver_numba"].compile_kernel() is not None
-    rng = random.Random(seed)
-    games = []
-    for g in range(num_games):
-        seat = 1 + g % 2  # alternate who moves first
-        agent, env, exec_seconds = load(submission)  # afresh for every game, as Kaggle does
-        player = env["_agent"]
-        if scale != 1.0:  # the agent's own clock constants, in seconds, shrink with the clock
-            c = player.config
-            player.config = dataclasses.replace(c, **{k: getattr(c, k) * scale for k in SCALED_CONSTANTS})
-        board, bank, mark, moves, result = [0] * (ROWS * COLS), bank0, 1, [], None
-        for step in range(ROWS * COLS):
-            if mark == seat:
-                observation, configuration = kaggle_dicts(board, mark, step, bank, act_timeout)
-                start = time.perf_counter()
-                move = agent(observation, configuration)
-                seconds = time.perf_counter() - start + (exec_seconds if not moves else 0.0)
-                info = player.info
-                excess = max(0.0, seconds - act_timeout)
-                record = {"step": step, "type": type(move).__name__, "move": repr(move),
-                          "seconds": seconds, "budget": info.get("budget"), "source": info.get("source"),
-                          "simulations": int(info.get("simulations", 0)), "backend": info.get("backend"),
-                          "solver": info.get("solver")}
-                moves.append(record)
-                if excess > bank:  # Kaggle's rule: the move overdrew the bank
-                    result = "TIMEOUT"
-                    break
-                bank -= excess
-                record["bank"] = bank
-                if type(move) is not int or not 0 <= move < COLS or board[move] != 0:
-                    result = "INVALID"
-                    break
-            else:
-                move = opponent(board, mark, rng)
-            row = landing(board, move)
-            board[row * COLS + move] = mark
-            if wins(board, row, move, mark):
-                result = "win" if mark == seat else "loss"
-                break
-            mark = 3 - mark
-        games.append({"seat": seat, "exec_seconds": exec_seconds, "result": result or "draw", "moves": moves,
-                      "last_error": player.last_error})
-    print(json.dumps(games))
-''')
-
-# argv: cpu, submission, act_timeout, bank.  Prints one JSON line.
-_FIRST_MOVE = textwrap.dedent('''
-    submission, act_timeout, bank = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-    agent, env, exec_seconds = load(submission)
-    observation, configuration = kaggle_dicts([0] * 42, 1, 0, bank, act_timeout)
-    start = time.perf_counter()
-    move = agent(observation, configuration)
-    call_seconds = time.perf_counter() - start
-    state = env["_agent"]
-    print(json.dumps({"type": type(move).__name__, "move": repr(move), "exec_seconds": exec_seconds,
-                      "call_seconds": call_seconds, "decode_seconds": state.load_seconds,
-                      "preload_seconds": state.preload_seconds, "backend": state.backend,
-                      "info": {k: v for k, v in state.info.items() if isinstance(v, (int, float, str))}}))
-''')
+#: the program each run executes (``bench_probes/probe_clock.py``), after ``kaggle_io.sandbox_prelude``
+_PROBE = (Path(__file__).parent / "bench_probes" / "probe_clock.py").read_text()
 
 
 def last_cpu() -> int:
@@ -174,11 +57,10 @@ def busy_loop(cpu: int, seconds: float = 120.0) -> Iterator[subprocess.Popen]:
         hog.wait(timeout=10)
 
 
-def _run(body: str, runtime: str, args: list[object], cpu: int, timeout: float) -> Any:
-    """Run a runner for ``runtime`` (the package and what the runtime lacks blocked) in a fresh interpreter
+def _run(runtime: str, args: list[object], cpu: int, timeout: float) -> Any:
+    """Run the probe for ``runtime`` (the package and what the runtime lacks blocked) in a fresh interpreter
     pinned to ``cpu``; its last stdout line as JSON.  ``RuntimeError`` with its stderr's tail if it fails."""
-    script = (kaggle_io.sandbox_prelude(("connectx_az", *kaggle_io.runtime_blocked(runtime))) + _PRELUDE
-              + f"SCALED_CONSTANTS = {SCALED_CONSTANTS!r}\n" + body)
+    script = kaggle_io.sandbox_prelude(("connectx_az", *kaggle_io.runtime_blocked(runtime))) + _PROBE
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="connectx_clock_") as tmp:
@@ -187,7 +69,7 @@ def _run(body: str, runtime: str, args: list[object], cpu: int, timeout: float) 
         done = subprocess.run([sys.executable, "-I", str(runner), str(cpu), *map(str, args)], cwd=tmp, env=env,
                               capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"the clock runner failed: {done.stderr[-3000:]}")
+        raise RuntimeError(f"the clock probe failed: {done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -198,8 +80,8 @@ def play_games(submission: str | Path, *, cpu: int, runtime: str = "numpy", act_
 
     The bank starts at ``BANK_PER_ACT_SECOND * act_timeout``.  ``agent_clock``:
     ``shipped`` keeps the agent's clock constants as built (its fixed safety margin
-    then keeps every move inside a short ``actTimeout``); ``scaled`` shrinks those in
-    ``SCALED_CONSTANTS`` with the clock, so the agent draws on its bank as it does at
+    then keeps every move inside a short ``actTimeout``); ``scaled`` shrinks those the
+    probe lists (``SCALED_CONSTANTS``) with the clock, so the agent draws on its bank as it does at
     2 s.  ``warm`` compiles the solver before the games (``kaggle`` runtime: a scaled
     bank is too small to pay for a compile).  Per game: ``seat`` (1 moves first),
     ``exec_seconds``, ``result`` (``win``, ``loss``, ``draw``, ``TIMEOUT``,
@@ -214,7 +96,7 @@ def play_games(submission: str | Path, *, cpu: int, runtime: str = "numpy", act_
         raise ValueError(f"agent_clock must be shipped or scaled, not {agent_clock!r}")
     scale = 1.0 if agent_clock == "shipped" else act_timeout / template.CONFIG.default_act_timeout
     bank = BANK_PER_ACT_SECOND * act_timeout
-    return _run(_GAMES, runtime, [submission, act_timeout, bank, num_games, seed, scale, "warm" if warm else "cold"],
+    return _run(runtime, ["games", submission, act_timeout, bank, num_games, seed, scale, "warm" if warm else "cold"],
                 cpu, timeout)
 
 
@@ -229,7 +111,7 @@ def first_move(submission: str | Path, *, cpu: int, runtime: str = "numpy", act_
     ``solver``, ``compile_seconds``...).
     """
     bank = BANK_PER_ACT_SECOND * act_timeout if bank is None else bank
-    return _run(_FIRST_MOVE, runtime, [submission, act_timeout, bank], cpu, timeout)
+    return _run(runtime, ["first_move", submission, act_timeout, bank], cpu, timeout)
 
 
 def lateness(games: list[dict[str, Any]]) -> list[float]:

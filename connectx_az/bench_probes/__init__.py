@@ -1,2 +1,2 @@
-"""The programs ``bench.py`` runs in fresh interpreters (never imported: each is read as text and run with
-``python -c`` or written beside a built submission; see the function in ``bench.py`` that names it)."""
+"""The programs ``bench.py`` and ``bench_clock.py`` run in fresh interpreters (never imported: each is read as
+text and run with ``python -c`` or written beside a built submission; see the function that names it)."""
