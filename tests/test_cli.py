@@ -169,13 +169,13 @@ def test_a_warm_start_continues_the_network_it_starts_from(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert "warm start: the 1x8 p4 v4+pool network" in result.stdout
     assert load_checkpoint(tmp_path / "a" / "checkpoint.pt")[0].config == wide
-    # An explicit net.* keeps the asked-for heads (the tower is loaded, the narrower heads start afresh).
+    # An explicit net.* keeps the asked-for heads, the preset's (the tower is loaded, the other heads start afresh).
     result = _run("train", str(tmp_path / "b"), *quick, "--set", "net.num_blocks=1", "--set", "net.num_filters=8",
                   cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "warm start:" not in result.stdout
-    assert load_checkpoint(tmp_path / "b" / "checkpoint.pt")[0].config == NetConfig(num_blocks=1, num_filters=8,
-                                                                                  value_hidden=16)
+    asked = NetConfig(num_blocks=1, num_filters=8, value_hidden=16, policy_filters=32, value_filters=32, value_pool=True)
+    assert load_checkpoint(tmp_path / "b" / "checkpoint.pt")[0].config == asked != wide
 
 
 def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) -> None:
