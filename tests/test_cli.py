@@ -174,7 +174,8 @@ def test_a_warm_start_continues_the_network_it_starts_from(tmp_path: Path) -> No
                   cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "warm start:" not in result.stdout
-    asked = NetConfig(num_blocks=1, num_filters=8, value_hidden=16, policy_filters=32, value_filters=32, value_pool=True)
+    asked = NetConfig(num_blocks=1, num_filters=8, value_hidden=16, policy_filters=32, value_filters=32,
+                      value_pool=True)
     assert load_checkpoint(tmp_path / "b" / "checkpoint.pt")[0].config == asked != wide
 
 
