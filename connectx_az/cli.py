@@ -154,6 +154,8 @@ def cmd_card(args: argparse.Namespace) -> int:
     from connectx_az import cards
 
     path = Path(args.model)
+    if not path.is_file():
+        raise UserError(f"{path} not found")
     card = cards.load(path if path.suffix == ".json" else path.with_suffix(".json"))
     print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
     return 0
@@ -694,12 +696,13 @@ def cmd_arena(args: argparse.Namespace) -> int:
 
 
 def cmd_duel(args: argparse.Namespace) -> int:
-    from connectx_az import duel
+    from connectx_az import duel, kaggle_io
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
     if args.max_nodes < 1:
         raise UserError("--max-nodes must be >= 1")
+    kaggle_io.load_submission(args.submission)  # a file that is not a submission: one line (SubmissionError)
 
     def on_game(played: duel.DuelGame) -> None:
         bar.update(1)

@@ -403,6 +403,8 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     (tmp_path / "bad.json").write_text("{not json")
     bad = _run("card", str(tmp_path / "bad.json"), cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "is not readable JSON" in bad.stderr
+    missing = _run("card", str(tmp_path / "none.onnx"), cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'none.onnx'} not found\n"
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:

@@ -171,8 +171,8 @@ def test_the_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.parametrize(("source", "message"), [
     (None, "not found; run `make submission` first"),
-    ("<!DOCTYPE html>\n", "not a submission: SyntaxError"),
-    ("x = 1\n", "not a submission: ValueError"),
+    ("<!DOCTYPE html>\n", "is not a submission: not Python (invalid syntax at line 1)"),
+    ("x = 1\n", "is not a submission: it defines no callable agent"),
 ])
 def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str | None,
                                        message: str) -> None:
