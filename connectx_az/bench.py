@@ -86,10 +86,10 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is
     then the tree work's alone, ``tree_evals_per_s`` (and per core: per process
     doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
-    ``device`` and ``precision`` override the preset's (``train.resolve_device``,
+    ``device`` and ``precision`` override the preset's (``devices.resolve_device``,
     ``network.autocast_dtype``).
     """
-    from connectx_az import config, export, train, workers
+    from connectx_az import config, devices, export, workers
 
     if evaluator not in EVALUATORS:
         raise ValueError(f"unknown evaluator {evaluator!r}; choose one of {', '.join(EVALUATORS)}")
@@ -109,7 +109,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
         from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint
 
         torch.set_num_threads(cfg.threads)
-        torch_device = train.resolve_device(cfg.device)
+        torch_device = devices.resolve_device(cfg.device)
         if checkpoint is not None and Path(checkpoint).is_file():
             net, _ = load_checkpoint(checkpoint)
         else:

@@ -72,9 +72,9 @@ def _command(args: argparse.Namespace) -> str:
 
 def cmd_train(args: argparse.Namespace) -> int:
     _require(args, "torch", "tqdm")
-    from connectx_az import config, train
+    from connectx_az import config, runs, train
 
-    budget = train.parse_duration(args.time_budget) if args.time_budget is not None else None
+    budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
     if args.resume:
         cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
         if args.show_config and cfg is not None:
@@ -109,7 +109,7 @@ def _warm_start_net(cfg: Any, init_model: str) -> Any:
 
 def cmd_export(args: argparse.Namespace) -> int:
     _require(args, "torch", "onnx", "tqdm")
-    from connectx_az import export, train
+    from connectx_az import export, runs, train
     from connectx_az.config import save_json
     from connectx_az.network import load_checkpoint, save_checkpoint
 
@@ -120,8 +120,8 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
     card = export.model_card(report.path, parameters=net.num_parameters(), checkpoint=str(ckpt),
                              generation=data.get("generation"))
-    if (ckpt.parent / train.METRICS).is_file():
-        card["training"] = train.summarize(train.read_metrics(ckpt.parent), data.get("config"))
+    if (ckpt.parent / runs.METRICS).is_file():
+        card["training"] = train.summarize(runs.read_metrics(ckpt.parent), data.get("config"))
         card["trained_by"] = card["training"].pop("command")
     card_path = Path(args.out).with_suffix(".json")
     save_json(card, card_path)

@@ -1,12 +1,6 @@
 """The generation loop: self-play, store, train, checkpoint, evaluate. Resumable.
 
-A run lives in one directory::
-
-    RUN_DIR/config.json        the frozen RunConfig, written before any work
-    RUN_DIR/replay/gen_*.npz   one shard of self-play positions per generation
-    RUN_DIR/checkpoint.pt      weights, optimizer, and the next generation to run
-    RUN_DIR/metrics.jsonl      one JSON line per finished generation
-
+A run lives in one directory (``runs``: its files and metrics; ``devices``: where it computes).
 Generation ``g`` writes its shard, then the metrics line, then the checkpoint
 saying "next is ``g + 1``"; each write is atomic.  A run killed at any moment
 resumes at the checkpoint's generation: a shard or metrics line of an
@@ -18,18 +12,12 @@ run on CPU makes the same games as an uninterrupted one.
 A ``time_budget`` stops the loop between generations, before a generation that
 would not finish inside it (judged by the last generation's duration), so a
 notebook session that ends at a known hour leaves a resumable run.
-``find_attached_run`` and ``adopt_run`` bring a run saved by an earlier session
-(on Kaggle, a previous version's output attached under ``/kaggle/input``) into
-a fresh ``RUN_DIR``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -41,10 +29,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from connectx_az import files, replay, workers
+from connectx_az import devices, replay, runs, workers
 from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
 from connectx_az.network import (
-    CheckpointError,
     PolicyValueNet,
     TorchEvaluator,
     load_checkpoint,
@@ -53,102 +40,6 @@ from connectx_az.network import (
 )
 
 log = logging.getLogger(__name__)
-
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.jsonl"
-
-
-def resolve_device(name: str) -> torch.device:
-    """The torch device for a config's ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
-
-    ``"auto"`` is CUDA only when torch sees a GPU *and* this torch build has
-    kernels for its compute capability (``cuda_problem``); otherwise it is the
-    CPU, with one logged line saying why and what to choose instead.  An
-    explicit CUDA device that cannot work, or an unknown name, is a
-    ``ConfigError``.
-    """
-    if name == "auto":
-        if not torch.cuda.is_available():
-            return torch.device("cpu")
-        problem = cuda_problem(torch.device("cuda"))
-        if problem is None:
-            return torch.device("cuda")
-        log.warning("%s; training on the CPU instead", problem)
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from exc
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {name!r} asked for, but torch sees no CUDA GPU; use device auto or cpu")
-        problem = cuda_problem(device)
-        if problem is not None:
-            raise ConfigError(f"{problem}; use device auto or cpu")
-    return device
-
-
-def cuda_problem(device: torch.device) -> str | None:
-    """Why torch cannot run kernels on CUDA ``device``, or None when it can.
-
-    Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped
-    Kaggle's P100, compute capability 6.0): ``torch.cuda.is_available()`` is
-    still True there, and the first kernel fails.  The capability must be
-    covered by ``torch.cuda.get_arch_list()`` (``arch_covers``).
-    """
-    index = device.index or 0
-    if index >= torch.cuda.device_count():
-        return f"there is no CUDA device {index} (torch sees {torch.cuda.device_count()})"
-    capability = torch.cuda.get_device_capability(index)
-    arch_list = torch.cuda.get_arch_list()
-    if arch_covers(arch_list, capability):
-        return None
-    major, minor = capability
-    return (f"the GPU {torch.cuda.get_device_name(index)} (compute capability {major}.{minor}) is not supported "
-            f"by this torch build (it has kernels for {' '.join(arch_list) or 'no GPU'}): on Kaggle choose the "
-            f"accelerator \"GPU T4 x2\", elsewhere a GPU of capability 7.0 or newer or a torch build for "
-            f"sm_{major}{minor}")
-
-
-def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
-    """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
-
-    ``sm_XY`` machine code runs on capability X.Y' with Y' >= Y (same major);
-    ``sm_XYa`` only on X.Y exactly; ``compute_XY`` (PTX) is compiled at load
-    time for any capability >= X.Y.
-    """
-    for arch in arch_list:
-        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
-        if match is None:
-            continue
-        kind, major, minor, suffix = match[1], int(match[2]), int(match[3]), match[4]
-        if kind == "compute" and capability >= (major, minor):
-            return True
-        if kind == "sm" and (capability == (major, minor) or
-                             (not suffix and capability[0] == major and capability[1] >= minor)):
-            return True
-    return False
-
-
-def parse_duration(text: str | float) -> float:
-    """Seconds in ``text``: a number of seconds, or with a unit: ``"90s"``, ``"45m"``, ``"11.5h"``.
-
-    Raises ``ConfigError`` unless it is a positive duration.
-    """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*", str(text).lower())
-    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0.0
-    if seconds <= 0:
-        raise ConfigError(f"time budget {text!r} is not a positive duration; write seconds or a number with "
-                          "a unit, e.g. 90s, 45m or 11.5h")
-    return seconds
-
-
-def _format_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
@@ -286,22 +177,6 @@ def _held_out_row(net: PolicyValueNet, run_dir: Path, generation: int, config: R
     return row
 
 
-def _trim_metrics(run_dir: Path, next_generation: int) -> None:
-    """Drop metrics lines of generations the checkpoint does not include."""
-    path = run_dir / METRICS
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("generation", -1) < next_generation]
-    files.atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
-
-
-def _append_metrics(run_dir: Path, row: dict[str, Any]) -> None:
-    with open(run_dir / METRICS, "a") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
-
-
 def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = False,
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
@@ -346,7 +221,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
     assert config is not None
     # Before anything is written: a device torch cannot use is refused with the run folder untouched.
-    device = resolve_device(device or config.device)
+    device = devices.resolve_device(device or config.device)
     solved = None
     if config.train.solved_per_batch > 0:
         try:
@@ -370,7 +245,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     generation = 0
-    ckpt_path = run_dir / CHECKPOINT
+    ckpt_path = run_dir / runs.CHECKPOINT
     if resume and ckpt_path.exists():
         loaded, data = load_checkpoint(ckpt_path)
         net.load_state_dict(loaded.state_dict())
@@ -381,21 +256,21 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         fresh = load_into(net, init_model, warm_start=True)
         log.info("warm start from %s%s", init_model,
                  f" (new weights for {', '.join(fresh)})" if fresh else "")
-    _trim_metrics(run_dir, generation)
+    runs.trim_metrics(run_dir, generation)
     tb = _tensorboard(run_dir)
     stop = config.num_generations if num_generations is None else min(config.num_generations,
                                                                         generation + num_generations)
     evaluator = TorchEvaluator(net, device, config.precision)
     # A generation's expected duration: the last one's, from this call or the run's metrics.
-    previous = [r for r in _read_rows(run_dir) if r.get("generation", -1) < generation]
+    previous = [r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation]
     expected = float(previous[-1].get("seconds", 0.0)) if previous else 0.0
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
     while generation < stop:
         if time_budget is not None and (used := clock() - started) + expected > time_budget:
             log.warning("time budget: stopped before generation %d of %d (%s of %s used, a generation takes about "
                         "%s); the run is saved, resume with: connectx-az train --resume %s",
-                        generation, config.num_generations, _format_duration(used), _format_duration(time_budget),
-                        _format_duration(expected), run_dir)
+                        generation, config.num_generations, runs.format_duration(used),
+                        runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
             break
         t0 = time.perf_counter()
         rng = np.random.default_rng([config.seed, generation])
@@ -436,7 +311,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         row.update(_evaluate(evaluator, config))
         row["seconds"] = round(time.perf_counter() - t0, 2)
         expected = row["seconds"]
-        _append_metrics(run_dir, row)
+        runs.append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
                         config=json.loads(json.dumps(asdict(config))))
@@ -488,107 +363,3 @@ def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict
         summary["command"] = (f"connectx-az train --preset {preset}" if preset
                               else "connectx-az train (custom settings: see config.json)")
     return summary
-
-
-def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / METRICS
-    if not path.exists():
-        raise ConfigError(f"{path} not found: is {run_dir} a training run directory?")
-    return _read_rows(run_dir)
-
-
-def _read_rows(run_dir: Path | str) -> list[dict[str, Any]]:
-    path = Path(run_dir) / METRICS
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-# --------------------------------------------------------------------------- runs from an earlier session
-
-
-def check_run(run_dir: str | Path) -> int:
-    """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
-
-    Raises ``ConfigError`` when ``run_dir`` is not a run that can be resumed:
-    no or a broken ``config.json``, or a checkpoint that is unreadable or holds
-    another network than the config describes.
-    """
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise ConfigError(f"{run_dir} is not a training run (no config.json); attach the output folder that "
-                          "holds config.json and checkpoint.pt")
-    config = load_config(run_dir)
-    ckpt_path = run_dir / CHECKPOINT
-    if not ckpt_path.is_file():
-        return 0
-    try:
-        net, data = load_checkpoint(ckpt_path)
-    except CheckpointError as exc:
-        raise ConfigError(str(exc)) from exc
-    if net.config != config.net:
-        raise ConfigError(f"{ckpt_path} holds a {net.config.label} network but {run_dir / 'config.json'} "
-                          f"describes a {config.net.label} one; it is not this run's checkpoint")
-    return int(data.get("generation", 0))
-
-
-def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
-    """The most advanced resumable run in the folders under ``root``, or None if there is none.
-
-    On Kaggle ``root`` is ``/kaggle/input``: a previous version's output,
-    attached as input, holds its run folder (``config.json``, ``checkpoint.pt``,
-    ``replay/``) read-only.  Folders holding a ``config.json`` or a checkpoint
-    are candidates; the valid one with the most generations wins.  Raises
-    ``ConfigError`` (from ``check_run``) when candidates exist but none is valid.
-    """
-    root = Path(root)
-    if not root.is_dir():
-        return None
-    candidates: list[Path] = []
-    for folder, subfolders, names in os.walk(root):
-        depth = len(Path(folder).relative_to(root).parts)
-        if "config.json" in names or CHECKPOINT in names:
-            candidates.append(Path(folder))
-            subfolders.clear()
-        elif depth >= max_depth:
-            subfolders.clear()
-        subfolders[:] = [d for d in subfolders if d not in ("replay", "tensorboard") and not d.startswith(".")]
-    valid: list[tuple[int, Path]] = []
-    problem: ConfigError | None = None
-    for folder in sorted(candidates):
-        try:
-            valid.append((check_run(folder), folder))
-        except ConfigError as exc:
-            log.warning("not a resumable run, skipped: %s", exc)
-            problem = problem or exc
-    if valid:
-        return max(valid, key=lambda item: item[0])[1]
-    if problem is not None:
-        raise problem
-    return None
-
-
-def adopt_run(source: str | Path, run_dir: str | Path) -> int:
-    """Copy the run in ``source`` to ``run_dir`` (absent or empty) to resume it there; returns its next generation.
-
-    The copy is made beside ``run_dir`` and renamed into place when complete, so
-    an interrupted copy leaves no half run.  Raises ``ConfigError`` if
-    ``source`` is not a resumable run or ``run_dir`` already holds anything
-    (nothing there is overwritten).
-    """
-    source, run_dir = Path(source), Path(run_dir)
-    generation = check_run(source)
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise ConfigError(f"{run_dir} is not empty; copy the run from {source} into a new folder")
-    partial = run_dir.with_name(f".{run_dir.name}.partial")
-    try:
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(source, partial, ignore=shutil.ignore_patterns("*.tmp", "tensorboard"))
-        for path in [partial, *partial.rglob("*")]:  # Kaggle's inputs are read-only; the copy must not be
-            path.chmod(path.stat().st_mode | 0o200)
-        if run_dir.exists():
-            run_dir.rmdir()
-        partial.replace(run_dir)
-    except OSError as exc:
-        raise ConfigError(f"cannot copy {source} to {run_dir}: {exc}") from exc
-    return generation

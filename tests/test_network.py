@@ -2,7 +2,7 @@
 
 No GPU is needed: each test tells torch what GPU it has (a P100 under a CUDA
 12.8 build that dropped its kernels, a T4, an A100, an H100) and checks what
-``train.resolve_device`` and ``network.autocast_dtype`` choose.
+``devices.resolve_device`` and ``network.autocast_dtype`` choose.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from connectx_az import config, export, game, network, train
+from connectx_az import config, devices, export, game, network, train
 
 # torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
 CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
@@ -32,19 +32,19 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, name: str, capability: tuple[int, 
 def test_a_p100_under_a_build_without_its_kernels_falls_back_to_the_cpu_with_one_line(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU128)
-    with caplog.at_level(logging.WARNING, logger="connectx_az.train"):
-        assert train.resolve_device("auto") == torch.device("cpu")
-    [record] = [r for r in caplog.records if r.name == "connectx_az.train"]
+    with caplog.at_level(logging.WARNING, logger="connectx_az.devices"):
+        assert devices.resolve_device("auto") == torch.device("cpu")
+    [record] = [r for r in caplog.records if r.name == "connectx_az.devices"]
     line = record.getMessage()
     assert "\n" not in line
     assert "Tesla P100-PCIE-16GB" in line and "6.0" in line and "GPU T4 x2" in line and "CPU instead" in line
     with pytest.raises(config.ConfigError, match="compute capability 6.0.*use device auto or cpu"):
-        train.resolve_device("cuda")
+        devices.resolve_device("cuda")
 
 
 def test_a_p100_under_a_build_with_its_kernels_uses_the_gpu_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU121)
-    assert train.resolve_device("auto") == torch.device("cuda")
+    assert devices.resolve_device("auto") == torch.device("cuda")
     assert network.autocast_dtype("cuda") is None
 
 
@@ -60,8 +60,8 @@ def test_supported_gpus_get_cuda_and_the_fast_precision_for_their_capability(
         name: str, capability: tuple[int, int], dtype: torch.dtype) -> None:
     fake_gpu(monkeypatch, name, capability, CU128)
     with caplog.at_level(logging.WARNING):
-        assert train.resolve_device("auto") == torch.device("cuda")
-        assert train.resolve_device("cuda:0") == torch.device("cuda:0")
+        assert devices.resolve_device("auto") == torch.device("cuda")
+        assert devices.resolve_device("cuda:0") == torch.device("cuda:0")
     assert [r for r in caplog.records if r.name.startswith("connectx_az")] == []
     assert network.autocast_dtype(torch.device("cuda"), "auto") is dtype
     assert network.autocast_dtype("cuda", "float32") is None
@@ -71,19 +71,19 @@ def test_supported_gpus_get_cuda_and_the_fast_precision_for_their_capability(
 
 def test_no_gpu_means_the_cpu_and_float32(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert train.resolve_device("auto") == torch.device("cpu")
+    assert devices.resolve_device("auto") == torch.device("cpu")
     assert network.autocast_dtype("cpu") is None
     assert network.autocast_dtype("cpu", "bfloat16") is torch.bfloat16  # asked for explicitly
     with pytest.raises(config.ConfigError, match="sees no CUDA GPU"):
-        train.resolve_device("cuda")
+        devices.resolve_device("cuda")
 
 
 def test_bad_device_and_precision_names_are_one_line_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_gpu(monkeypatch, "Tesla T4", (7, 5), CU128)
     with pytest.raises(config.ConfigError, match="unknown device 'gpu'"):
-        train.resolve_device("gpu")
+        devices.resolve_device("gpu")
     with pytest.raises(config.ConfigError, match="no CUDA device 3"):
-        train.resolve_device("cuda:3")
+        devices.resolve_device("cuda:3")
     with pytest.raises(ValueError, match="precision must be one of auto, float32, float16, bfloat16"):
         network.autocast_dtype("cuda", "fp8")
     with pytest.raises(config.ConfigError, match="precision must be one of"):
@@ -106,7 +106,7 @@ def test_bad_device_and_precision_names_are_one_line_config_errors(monkeypatch: 
 ])
 def test_arch_covers_follows_cuda_compatibility(arch_list: list[str], capability: tuple[int, int],
                                                 covered: bool) -> None:
-    assert train.arch_covers(arch_list, capability) is covered
+    assert devices.arch_covers(arch_list, capability) is covered
 
 
 def test_the_evaluator_runs_in_reduced_precision_and_returns_float32(small_net) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import config, replay
+from connectx_az import config, replay, runs
 from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +174,7 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
     longer = config.override(config.load_config(run_dir), ["num_generations=2", "train.lr_schedule=cosine"])
     train.run(run_dir, longer, resume=True, progress=False)
     assert config.load_config(run_dir) == longer
-    rows = train.read_metrics(run_dir)
+    rows = runs.read_metrics(run_dir)
     assert [r["generation"] for r in rows] == [0, 1]
     assert rows[1]["lr"] == pytest.approx(longer.train.lr_min)
     wider = config.override(longer, ["num_generations=3", "net.num_filters=32"])
@@ -334,7 +334,7 @@ def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
                                                  "train.solved_per_batch=4",
                                                  f"train.solved_labels={tmp_path / 'labels.npz'}"])
     train.run(tmp_path / "run", cfg, progress=False)
-    row = train.read_metrics(tmp_path / "run")[-1]
+    row = runs.read_metrics(tmp_path / "run")[-1]
     assert row["solved_value_loss"] >= 0 and row["value_loss"] >= 0
 
 

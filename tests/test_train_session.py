@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import config, train
+from connectx_az import config, runs, train
 from connectx_az.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,13 +34,13 @@ def _next_generation(run_dir: Path) -> int:
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("45m", 2700.0), ("11.5h", 41400.0),
                                                (" 2H ", 7200.0), (".5m", 30.0), (30, 30.0)])
 def test_durations_parse_with_or_without_a_unit(text: str, seconds: float) -> None:
-    assert train.parse_duration(text) == seconds
+    assert runs.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["0", "0s", "-1h", "", "ten minutes", "5d", "1e3"])
 def test_a_duration_that_is_not_positive_is_a_config_error(text: str) -> None:
     with pytest.raises(config.ConfigError, match="not a positive duration; .* 90s, 45m or 11.5h"):
-        train.parse_duration(text)
+        runs.parse_duration(text)
 
 
 def test_the_time_budget_stops_between_generations_and_the_run_resumes(
@@ -112,12 +112,12 @@ def test_an_attached_run_is_found_copied_and_resumed(saved_run: Path, tmp_path: 
     (inputs / "connectx-az-package").mkdir(parents=True)
     (inputs / "connectx-az-package" / "connectx_az-0.1.0-py3-none-any.whl").write_bytes(b"a wheel")
     attached = _attach(saved_run, inputs / "my-notebook" / "runs" / "connectx_az")
-    assert train.find_attached_run(inputs) == attached
-    assert train.find_attached_run(tmp_path / "nothing-here") is None
-    assert train.find_attached_run(inputs / "connectx-az-package") is None
+    assert runs.find_attached_run(inputs) == attached
+    assert runs.find_attached_run(tmp_path / "nothing-here") is None
+    assert runs.find_attached_run(inputs / "connectx-az-package") is None
 
     run_dir = tmp_path / "working" / "runs" / "connectx_az"
-    assert train.adopt_run(attached, run_dir) == 1
+    assert runs.adopt_run(attached, run_dir) == 1
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["connectx_az"]  # no partial copy left
     train.run(run_dir, resume=True, progress=False)
     assert _generations(run_dir) == [0, 1, 2] and _next_generation(run_dir) == 3
@@ -125,7 +125,7 @@ def test_an_attached_run_is_found_copied_and_resumed(saved_run: Path, tmp_path: 
 
     # the more advanced of two attached runs wins
     newer = _attach(run_dir, inputs / "later-version" / "run")
-    assert train.find_attached_run(inputs) == newer
+    assert runs.find_attached_run(inputs) == newer
 
 
 def test_what_is_not_a_resumable_run_is_refused_with_one_line(saved_run: Path, tmp_path: Path) -> None:
@@ -133,15 +133,15 @@ def test_what_is_not_a_resumable_run_is_refused_with_one_line(saved_run: Path, t
     no_config.mkdir(parents=True)
     (no_config / "checkpoint.pt").write_bytes((saved_run / "checkpoint.pt").read_bytes())
     with pytest.raises(config.ConfigError, match="is not a training run \\(no config.json\\)"):
-        train.find_attached_run(tmp_path / "input")
+        runs.find_attached_run(tmp_path / "input")
 
     other_net = tmp_path / "other-net"
     _attach(saved_run, other_net).chmod(0o755)
     (other_net / "checkpoint.pt").chmod(0o644)
     save_checkpoint(other_net / "checkpoint.pt", PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)),
                     generation=1)
-    with pytest.raises(config.ConfigError, match="holds a 2x8 network but .* describes a 1x16 one"):
-        train.adopt_run(other_net, tmp_path / "run")
+    with pytest.raises(config.ConfigError, match="holds a 2x8 network but .* describes a 1x16 p32 v32\\+pool one"):
+        runs.adopt_run(other_net, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
     broken = tmp_path / "broken"
@@ -149,12 +149,12 @@ def test_what_is_not_a_resumable_run_is_refused_with_one_line(saved_run: Path, t
     (broken / "checkpoint.pt").chmod(0o644)
     (broken / "checkpoint.pt").write_bytes(b"truncated")
     with pytest.raises(config.ConfigError, match="not a readable checkpoint"):
-        train.check_run(broken)
+        runs.check_run(broken)
 
     # a RUN_DIR that already holds something is never overwritten
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
     with pytest.raises(config.ConfigError, match="is not empty"):
-        train.adopt_run(saved_run, occupied)
+        runs.adopt_run(saved_run, occupied)
     assert [p.name for p in occupied.iterdir()] == ["notes.txt"]

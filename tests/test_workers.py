@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az import config, selfplay, train, workers
+from connectx_az import config, runs, selfplay, train, workers
 from connectx_az.network import PolicyValueNet, TorchEvaluator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,9 +163,9 @@ def test_training_with_workers_completes_a_generation_and_resumes(tmp_path: Path
                                                  "selfplay.num_workers=2", "selfplay.num_games=6"])
     run_dir = tmp_path / "run"
     train.run(run_dir, cfg, num_generations=1, progress=False)
-    assert [r["generation"] for r in train.read_metrics(run_dir)] == [0]
+    assert [r["generation"] for r in runs.read_metrics(run_dir)] == [0]
     train.run(run_dir, resume=True, progress=False)
-    rows = train.read_metrics(run_dir)
+    rows = runs.read_metrics(run_dir)
     assert [r["generation"] for r in rows] == [0, 1]
     assert all(r["num_games"] == 6 for r in rows)
     assert config.load_config(run_dir).selfplay.num_workers == 2

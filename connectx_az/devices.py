@@ -1,0 +1,89 @@
+"""Where training runs: the torch device for a config's ``device``, with the GPUs a torch build can drive.
+
+Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100, compute
+capability 6.0), while ``torch.cuda.is_available()`` stays True there and the first kernel fails:
+``resolve_device("auto")`` checks the build's architectures and falls back to the CPU with one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import torch
+
+from connectx_az.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device for a config's ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
+
+    ``"auto"`` is CUDA only when torch sees a GPU *and* this torch build has
+    kernels for its compute capability (``cuda_problem``); otherwise it is the
+    CPU, with one logged line saying why and what to choose instead.  An
+    explicit CUDA device that cannot work, or an unknown name, is a
+    ``ConfigError``.
+    """
+    if name == "auto":
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        problem = cuda_problem(torch.device("cuda"))
+        if problem is None:
+            return torch.device("cuda")
+        log.warning("%s; training on the CPU instead", problem)
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError(f"unknown device {name!r}; use auto, cpu or cuda") from exc
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r} asked for, but torch sees no CUDA GPU; use device auto or cpu")
+        problem = cuda_problem(device)
+        if problem is not None:
+            raise ConfigError(f"{problem}; use device auto or cpu")
+    return device
+
+
+def cuda_problem(device: torch.device) -> str | None:
+    """Why torch cannot run kernels on CUDA ``device``, or None when it can.
+
+    Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped
+    Kaggle's P100, compute capability 6.0): ``torch.cuda.is_available()`` is
+    still True there, and the first kernel fails.  The capability must be
+    covered by ``torch.cuda.get_arch_list()`` (``arch_covers``).
+    """
+    index = device.index or 0
+    if index >= torch.cuda.device_count():
+        return f"there is no CUDA device {index} (torch sees {torch.cuda.device_count()})"
+    capability = torch.cuda.get_device_capability(index)
+    arch_list = torch.cuda.get_arch_list()
+    if arch_covers(arch_list, capability):
+        return None
+    major, minor = capability
+    return (f"the GPU {torch.cuda.get_device_name(index)} (compute capability {major}.{minor}) is not supported "
+            f"by this torch build (it has kernels for {' '.join(arch_list) or 'no GPU'}): on Kaggle choose the "
+            f"accelerator \"GPU T4 x2\", elsewhere a GPU of capability 7.0 or newer or a torch build for "
+            f"sm_{major}{minor}")
+
+
+def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
+    """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
+
+    ``sm_XY`` machine code runs on capability X.Y' with Y' >= Y (same major);
+    ``sm_XYa`` only on X.Y exactly; ``compute_XY`` (PTX) is compiled at load
+    time for any capability >= X.Y.
+    """
+    for arch in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
+        if match is None:
+            continue
+        kind, major, minor, suffix = match[1], int(match[2]), int(match[3]), match[4]
+        if kind == "compute" and capability >= (major, minor):
+            return True
+        if kind == "sm" and (capability == (major, minor) or
+                             (not suffix and capability[0] == major and capability[1] >= minor)):
+            return True
+    return False
