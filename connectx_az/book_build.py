@@ -360,18 +360,12 @@ class BuildStats:
     interrupted: bool = False
 
 
-def _seconds_left(ply: int, depth: int, left_now: int, sizes: dict[int, int], mean: float, workers: int) -> float:
-    """A rough estimate: the positions left at this ply, then each deeper ply's count projected from the growth
-    of the same player's tree two plies back, all at this ply's mean cost (an overestimate: deeper positions
-    are cheaper to prove)."""
-    count = float(left_now)
-    last = {p: n for p, n in sizes.items() if p <= ply}
-    for p in range(ply + 1, depth + 1):
-        prev, prev2 = last.get(p - 2), last.get(p - 4)
-        growth = prev / prev2 if prev and prev2 else 7.0
-        last[p] = (prev or 1) * growth
-        count += last[p]
-    return count * mean / workers
+def _seconds_left(ply: int, depth: int, done: int, total: int, seconds: float, workers: int) -> float:
+    """A rough estimate of the build's time left: this ply's positions left at its mean so far, then each deeper
+    ply as much as this one in all: going one ply deeper multiplies the positions by 2 to 3 and divides what each
+    costs by about as much (``data/book/README.md``: the CPU of each ply)."""
+    mean = seconds / max(done, 1)
+    return ((total - done) * mean + (depth - ply) * total * mean) / workers
 
 
 def _first_nodes(root: Node) -> tuple[int, dict[int, dict[int, Node]]]:
@@ -450,8 +444,7 @@ def _prove_ply(state: State, ply: int, depth: int, todo: list[int], nodes: dict[
         cpu_this_ply += cpu
         progress.done += 1
         progress.proven, progress.cpu_seconds, progress.nodes = stats.proven, stats.cpu_seconds, stats.nodes
-        progress.seconds_left = _seconds_left(ply, depth, len(todo) - progress.done, stats.tree,
-                                              cpu_this_ply / progress.done, workers)
+        progress.seconds_left = _seconds_left(ply, depth, progress.done, len(todo), cpu_this_ply, workers)
         if on_progress is not None:
             on_progress(progress)
 
