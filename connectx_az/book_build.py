@@ -91,6 +91,20 @@ def _unpack(record: bytes) -> Entry | None:
     return Entry(key, result, score, col, ply, knodes * 1000, cpu_ms / 1000)
 
 
+def _lock(handle, path: Path) -> None:
+    """Hold an exclusive lock on the open state file (where the system has ``fcntl``): a second build of the
+    same file would interleave its records, so it is refused."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StateError(f"{path} is in use by another build; wait for it or stop it") from None
+
+
 class State:
     """The journal of a build: ``entries`` (key -> ``Entry``), and the rule's budgets it was built with.
 
@@ -123,14 +137,20 @@ class State:
         if not path.exists() or path.stat().st_size == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(path, "wb")
+            _lock(handle, path)
             handle.write(_STATE_HEADER.pack(STATE_MAGIC, STATE_VERSION, game.ROWS, game.COLS, game.INAROW,
                                             exact_factor, exact_min_nodes))
             handle.flush()
             os.fsync(handle.fileno())
             return cls(path, handle, {}, exact_factor=exact_factor, exact_min_nodes=exact_min_nodes)
-        data = path.read_bytes()
-        entries, good = cls._read(path, data, exact_factor, exact_min_nodes)
         handle = open(path, "r+b")
+        try:
+            _lock(handle, path)
+            data = path.read_bytes()
+            entries, good = cls._read(path, data, exact_factor, exact_min_nodes)
+        except BaseException:
+            handle.close()
+            raise
         if good < len(data):  # a record cut short by a kill: drop it, its position is proven again
             handle.truncate(good)
         handle.seek(good)

@@ -329,6 +329,8 @@ def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
         assert "\n" not in str(caught.value)
     with pytest.raises(book_build.StateError, match="--exact-factor 2"):
         book_build.State.open(tmp_path / "good.bin", exact_factor=3.0)
+    with book_build.State.open(tmp_path / "good.bin"), pytest.raises(book_build.StateError, match="in use"):
+        book_build.State.open(tmp_path / "good.bin")
     assert cli.main(["book", str(tmp_path / "corrupt.bin"), "--depth", "1", "--python"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fails its checksum" in err
