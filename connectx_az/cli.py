@@ -140,6 +140,8 @@ def cmd_book(args: argparse.Namespace) -> int:
         root = game.from_moves(args.root)
     except ValueError as exc:
         raise UserError(f"--root {args.root}: {exc}") from exc
+    if args.workers is None:
+        args.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if args.depth < 0 or args.workers < 1 or not 10 <= min(args.table_bits, args.deep_table_bits) <= 30 \
             or max(args.table_bits, args.deep_table_bits) > 30:
         raise UserError("--depth must be >= 0, --workers >= 1 and the table bits in 10..30")
@@ -818,7 +820,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also every position up to this ply (random openings; default none)")
     p.add_argument("--out", default="build/book/book.bin",
                    help="book file to write after each ply (default build/book/book.bin)")
-    p.add_argument("--workers", type=int, default=1, help="prove this many positions at once, one process each")
+    p.add_argument("--workers", type=int,
+                   help="prove this many positions at once, one process each (default: one per core this process "
+                        "may use, e.g. 1 under `taskset -c 1`)")
     p.add_argument("--exact-factor", type=float, default=2.0,
                    help="won or lost: seek the fastest win or slowest loss within this many times the nodes of "
                         "the weak proof (default 2; a state file keeps its own)")

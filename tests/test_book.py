@@ -369,7 +369,9 @@ def test_the_shipped_book_decodes_quickly_and_its_entries_are_sound():
     assert time.perf_counter() - start < 0.1
     assert len(base64.b64encode(data)) < 1_500_000  # the submission stays under 4 MB
     assert opening.entry(0, 0) is not None and opening.entry(0, 0)[1] == 1  # the first player wins
-    for i, (position, mask) in enumerate(_shipped()[1]):
+    sample = np.random.default_rng(0).choice(len(opening), min(2000, len(opening)), replace=False)
+    for i in sample.tolist():
+        position, mask = book_build.position_of_key(int(opening.keys[i]))
         assert book_build.needs_entry(position, mask), i
         col, _ = book.Book(opening.keys[i:i + 1], opening.info[i:i + 1]).entry(position, mask)
         assert game.is_legal(mask, col)
