@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -291,25 +292,27 @@ def _start_worker(prover: solver.Solver) -> None:
     _worker_prover = prover  # the forked process's own copy
 
 
-def _prove_in_worker(args: Task) -> Proof:
+def _prove_in_worker(work: Callable[..., Any], args: tuple) -> Any:
     assert _worker_prover is not None
-    return prove(_worker_prover, *args)
+    return work(_worker_prover, *args)
 
 
-def proofs(tasks: Iterable[tuple[object, Task]], prover: solver.Solver, *,
-           workers: int = 1) -> Iterator[tuple[object, Proof]]:
-    """``(key, prove(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
+def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, workers: int = 1,
+           work: Callable[..., Any] = prove) -> Iterator[tuple[object, Any]]:
+    """``(key, work(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
 
-    ``workers`` > 1: that many processes (forked, each with its own copy of ``prover``) prove up to
-    twice as many tasks ahead of the one yielded; ``tasks`` is drawn from only as they are needed,
-    so it may be endless, and closing the generator ends the processes.  The results are those of
-    one process, in the same order.
+    ``work`` is ``prove`` (``args`` a ``Task``, answers a ``Proof``) unless another module-level
+    function is given (``book_build`` proves its entries so).  ``workers`` > 1: that many
+    processes (forked, each with its own copy of ``prover``) prove up to twice as many tasks ahead
+    of the one yielded; ``tasks`` is drawn from only as they are needed, so it may be endless, and
+    closing the generator ends the processes.  The results are those of one process, in the same
+    order.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
     if workers == 1:
         for key, args in tasks:
-            yield key, prove(prover, *args)
+            yield key, work(prover, *args)
         return
     context = multiprocessing.get_context("fork")
     with context.Pool(workers, initializer=_start_worker, initargs=(prover,)) as pool:
@@ -317,7 +320,7 @@ def proofs(tasks: Iterable[tuple[object, Task]], prover: solver.Solver, *,
         source = iter(tasks)
         while True:
             while len(pending) < 2 * workers and (task := next(source, None)) is not None:
-                pending.append((task[0], pool.apply_async(_prove_in_worker, (task[1],))))
+                pending.append((task[0], pool.apply_async(_prove_in_worker, (work, task[1]))))
             if not pending:
                 return
             key, result = pending.popleft()

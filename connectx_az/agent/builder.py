@@ -3,9 +3,10 @@
 ``build_submission`` writes one ``submission.py`` holding, in order:
 
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
-2. ``import`` lines (standard library only) and the base64 model with its sha256;
+2. ``import`` lines (standard library only), the base64 model with its sha256,
+   and the base64 opening book (``book.py``'s file; ``""`` with ``book_path=None``);
 3. each module's source **verbatim** as a raw string literal: ``game.py``,
-   ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``,
+   ``book.py``, ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``,
    ``agent/onnx_torch.py``, ``agent/fallback.py``, ``agent/backends.py``,
    ``agent/template.py``, read from disk at build time, never from a hand-kept
    copy;
@@ -19,12 +20,13 @@
    ``def agent(observation, configuration)`` calling it: Kaggle executes the
    file with an empty globals dict and takes the last callable it defines.
 
-If ``solver``, ``solver_numba`` or ``onnx_torch`` fails to load in the
+If ``book``, ``solver``, ``solver_numba`` or ``onnx_torch`` fails to load in the
 sandbox, the template runs without it (numba and torch themselves are imported
 only when the agent compiles the solver or builds a torch model, and only where
 they import); if the template itself fails, ``agent`` falls back to the most
 central open column.  The builder refuses (``BuildError``, one line) a missing
-or corrupt model, a model that ``NumpyOnnxModel`` cannot run, sources that
+or corrupt model, a model that ``NumpyOnnxModel`` cannot run, a book that is
+missing, truncated, corrupt or built for another board (``book.decode``), sources that
 import anything beyond the standard library, numpy and the optional packages
 (``_OPTIONAL_IMPORTS``: only inside a function or ``try``, never at a module's
 top level), an unwritable output folder, and a file over ``MAX_BYTES``.  Output
@@ -43,13 +45,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectx_az import files
+from connectx_az import book, files
 from connectx_az.agent import onnx_numpy
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+#: the opening book shipped with the package (``connectx-az book`` writes one; ``data/book/README.md``)
+DEFAULT_BOOK = PACKAGE_DIR / "data" / "book" / "book.bin"
 #: (module name, path relative to the package) in load order; each may import only earlier ones
 MODULES = (
     ("game", "game.py"),
+    ("book", "book.py"),
     ("mcts", "mcts.py"),
     ("solver", "solver.py"),
     ("solver_numba", "solver_numba.py"),
@@ -59,7 +64,7 @@ MODULES = (
     ("backends", "agent/backends.py"),
     ("template", "agent/template.py"),
 )
-OPTIONAL_MODULES = frozenset({"solver", "solver_numba", "onnx_torch"})  # the agent plays on without these
+OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba", "onnx_torch"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
 #: packages Kaggle's image may lack: imported only where their absence is caught
@@ -80,6 +85,8 @@ class BuildReport:
     model_sha256: str
     model_bytes: int
     net_label: str
+    book_entries: int = 0  # 0: built without a book
+    book_bytes: int = 0
 
 
 # The loader is written into the submission as it stands here; the builder also
@@ -134,7 +141,7 @@ _TAIL = '''
 try:
     _MODULES = _load_modules(_SOURCES, {optional!r})
     _template = _MODULES["template"]
-    _agent = _template.Agent(model_b64=MODEL_B64, model_sha256=MODEL_SHA256,
+    _agent = _template.Agent(model_b64=MODEL_B64, model_sha256=MODEL_SHA256, book_b64=BOOK_B64,
                              preload_seconds=time.perf_counter() - _T_START)
 except Exception as _exc:  # keep the file loadable; agent() below still plays legal moves
     _template = _agent = None
@@ -211,18 +218,33 @@ def _read_model(model_path: str | Path) -> bytes:
         raise BuildError(f"cannot read model {path}: {exc.strerror}") from None
 
 
+def _read_book(book_path: str | Path) -> tuple[bytes, int]:
+    """``(bytes, entries)`` of the book file, refused (``BuildError``) unless it decodes for this board."""
+    path = Path(book_path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BuildError(f"cannot read book {path}: {exc.strerror}; build one with `connectx-az book`, "
+                         "or leave it out with --no-book") from None
+    try:
+        return data, len(book.decode(data))
+    except book.BookError as exc:
+        raise BuildError(f"book {path}: {exc}") from None
+
+
 def build_submission(
     model_path: str | Path,
     out_path: str | Path,
     *,
     metadata: dict | None = None,
     expected_sha256: str | None = None,
+    book_path: str | Path | None = DEFAULT_BOOK,
 ) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
     ``expected_sha256``, when given, must match the model bytes (e.g. the value
     in the export report).  ``metadata`` (JSON-able) goes into the header.
-    Raises ``BuildError``.
+    ``book_path``: the opening book to embed (``None``: none).  Raises ``BuildError``.
     """
     out_path = Path(out_path)
     data = _read_model(model_path)
@@ -235,6 +257,7 @@ def build_submission(
         raise BuildError(f"model {model_path} cannot run in the submission: {exc}") from None
     net = model.net_shape()
     net_label = str(net.get("label", "unknown"))
+    book_data, book_entries = _read_book(book_path) if book_path is not None else (b"", 0)
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -257,12 +280,16 @@ def build_submission(
     except (TypeError, ValueError) as exc:
         raise BuildError(f"metadata is not JSON-able: {exc}") from None
     b64 = base64.b64encode(data).decode("ascii")
+    book_b64 = base64.b64encode(book_data).decode("ascii")
+    book_line = (f"# book: {book_entries} positions, {len(book_data)} bytes, sha256 "
+                 f"{hashlib.sha256(book_data).hexdigest()}\n" if book_data else "# book: none\n")
     parts = [
         "# ConnectX agent built by connectx_az.agent.builder: AlphaZero MCTS over an embedded ONNX net.\n",
         "# Generated file; edit the package sources, then rebuild.\n",
         f"# model sha256: {sha256}\n",
         f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
         f"float16 weights: {model.has_float16_weights}\n",
+        book_line,
         f"# sources: {', '.join(rel for _, rel in MODULES)}\n",
         f"# metadata: {meta}\n",
         "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
@@ -271,6 +298,8 @@ def build_submission(
         'MODEL_B64 = """\n',  # base64.b64decode skips the newlines
         *(f"{b64[i:i + _B64_LINE]}\n" for i in range(0, len(b64), _B64_LINE)),
         '"""\n\n',
+        *(['BOOK_B64 = """\n', *(f"{book_b64[i:i + _B64_LINE]}\n" for i in range(0, len(book_b64), _B64_LINE)),
+           '"""\n\n'] if book_b64 else ['BOOK_B64 = ""\n\n']),
         "_SOURCES = []\n",
     ]
     for name, source in sources:
@@ -282,14 +311,14 @@ def build_submission(
     num_bytes = len(text.encode("utf-8"))
     if num_bytes > MAX_BYTES:
         raise BuildError(f"submission would be {num_bytes / 1e6:.2f} MB, over the {MAX_BYTES / 1e6:g} MB limit; "
-                         "export with float16=True or a smaller net")
+                         "export with float16=True or a smaller net, or embed a smaller book")
     try:
         compile(text, str(out_path), "exec")
     except SyntaxError as exc:
         raise BuildError(f"generated file does not compile: {exc}") from None
     _write_atomic(text, out_path)
     return BuildReport(path=out_path, num_bytes=num_bytes, model_sha256=sha256, model_bytes=len(data),
-                       net_label=net_label)
+                       net_label=net_label, book_entries=book_entries, book_bytes=len(book_data))
 
 
 def _write_atomic(text: str, path: Path) -> None:

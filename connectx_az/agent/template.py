@@ -15,7 +15,9 @@ One move (``Agent.__call__``):
    ``fallback.simple_move``: win now, else block, else the most central safe
    column, computed on the raw board list for any size.
 2. Return at once when the move is forced: one legal column, a win now, or the
-   single block of an immediate threat.
+   single block of an immediate threat.  Then, where the position is in the
+   opening book (``book``, embedded by the builder; decoded on first use, and
+   left out for the game if it fails to decode), play the book's proven move.
 3. On the first move that gets this far, compile the exact solver with numba
    (``solver_numba``) if numba imports and the bank holds ``compile_min_bank``;
    the compile is charged to the bank.  Otherwise (or if the compile fails) the
@@ -59,6 +61,10 @@ from connectx_az.agent import backends
 from connectx_az.agent import fallback as fb
 
 try:
+    from connectx_az import book
+except ImportError:
+    book = None
+try:
     from connectx_az import solver
 except ImportError:
     solver = None
@@ -80,7 +86,7 @@ class AgentConfig:
     exact solver, tightest first; ``compiled_schedule`` the same for the solver
     numba compiled.  ``backends`` are tried in order; ``limit_blas_threads``
     asks numpy's BLAS for one thread (tiny matmuls only lose from threads on a
-    shared core).
+    shared core).  ``use_book``: play the embedded opening book's moves.
 
     The compiled solver: ``compile_solver`` switches it on; the compile (about
     2.5 s on one core here, numba's import included) runs on the first move that
@@ -99,6 +105,7 @@ class AgentConfig:
 
     backends: tuple[str, ...] = backends.BACKENDS
     limit_blas_threads: bool = True
+    use_book: bool = True
     search: mcts.SearchConfig = mcts.SearchConfig(num_simulations=1_000_000_000, num_parallel=8)
     tree_capacity: int = 4096
     max_tree_nodes: int = 400_000  # start a fresh tree beyond this (memory)
@@ -170,8 +177,10 @@ class Agent:
     """One process's agent: its settings, the embedded model, and what persists between moves.
 
     ``model_b64``/``model_sha256`` are the ONNX model (the builder embeds them;
-    ``from_model_bytes`` in tests); ``preload_seconds`` is the time spent
-    executing the submission file before the first call.  Between moves it
+    ``from_model_bytes`` in tests), ``book_b64`` the opening book file (``""``:
+    none); ``preload_seconds`` is the time spent executing the submission file
+    before the first call.  The book is decoded on first use (``book_error``
+    says why it is left out, ``book_seconds`` what decoding cost).  Between moves it
     keeps the loaded ``evaluator`` (``backend``, ``load_error``,
     ``load_seconds``), the search ``tree`` and ``last`` searched move, the
     ``solver`` and its table, the last search's ``nodes_per_second``, and for
@@ -182,10 +191,15 @@ class Agent:
     """
 
     def __init__(self, config: AgentConfig = CONFIG, *, model_b64: str = "", model_sha256: str = "",
-                 preload_seconds: float = 0.0) -> None:
+                 book_b64: str = "", preload_seconds: float = 0.0) -> None:
         self.config = config
         self.model_b64 = model_b64
         self.model_sha256 = model_sha256
+        self.book_b64 = book_b64
+        self.book = None
+        self.book_error = ""
+        self.book_seconds = 0.0
+        self._book_tried = False
         self.preload_seconds = preload_seconds
         self.evaluator = None
         self.backend = ""
@@ -211,6 +225,36 @@ class Agent:
         gc.collect()  # once, now, rather than inside a later search
         self.load_seconds = time.perf_counter() - start
         return self.evaluator
+
+    def load_book(self):
+        """The decoded book (``book.Book``), decoded on the first call; ``None`` without one, or if it fails to
+        decode (``book_error`` says why; the game goes on without it)."""
+        if self._book_tried:
+            return self.book
+        self._book_tried = True
+        if not (self.book_b64.strip() and self.config.use_book):
+            return None
+        start = time.perf_counter()
+        try:
+            if book is None:
+                raise ImportError("the book module is not available")
+            self.book = book.decode(base64.b64decode(self.book_b64))
+        except Exception as exc:  # a damaged book is left out, never the move
+            self.book, self.book_error = None, f"{type(exc).__name__}: {exc}"
+        self.book_seconds = time.perf_counter() - start
+        return self.book
+
+    def _book_move(self, position: int, mask: int) -> int | None:
+        """The book's column for the position, or ``None`` (not in the book, no book, or a lookup that failed)."""
+        opening = self.load_book()
+        if opening is None:
+            return None
+        try:
+            col = opening.move(position, mask)
+        except Exception as exc:
+            self.book, self.book_error = None, f"lookup: {type(exc).__name__}: {exc}"
+            return None
+        return None if col is None or not game.is_legal(mask, col) else int(col)
 
     def _tree_for(self, position: int, mask: int) -> tuple[mcts.Tree, bool]:
         """``(tree, reused)``: the previous tree moved down our last move and the reply, or a new tree."""
@@ -354,6 +398,10 @@ class Agent:
         if len(threats) == 1:
             info["source"] = "block"
             return threats[0]
+        col = self._book_move(position, mask)
+        if col is not None:
+            info["source"] = "book"
+            return col
 
         act_timeout = fb.as_float(fb.read_field(configuration, "actTimeout"), math.nan)
         if not act_timeout > 0:
@@ -433,9 +481,11 @@ class Agent:
                 gc.enable()
 
 
-def from_model_bytes(data: bytes | None, config: AgentConfig = CONFIG) -> Agent:
-    """A fresh ``Agent`` with ``data`` (ONNX bytes) embedded as the builder would; ``None``: no model."""
+def from_model_bytes(data: bytes | None, config: AgentConfig = CONFIG, *, book_data: bytes | None = None) -> Agent:
+    """A fresh ``Agent`` with ``data`` (ONNX bytes) and ``book_data`` (a book file's bytes) embedded as the builder
+    would; ``None``: no model, no book."""
+    book_b64 = "" if book_data is None else base64.b64encode(bytes(book_data)).decode("ascii")
     if data is None:
-        return Agent(config)
+        return Agent(config, book_b64=book_b64)
     return Agent(config, model_b64=base64.b64encode(bytes(data)).decode("ascii"),
-                 model_sha256=hashlib.sha256(bytes(data)).hexdigest())
+                 model_sha256=hashlib.sha256(bytes(data)).hexdigest(), book_b64=book_b64)

@@ -1,0 +1,604 @@
+"""Build the opening book: the positions the agent can meet in its first plies, each proven by the solver.
+
+**The tree.**  From the empty board, with the agent as the first player (its nodes at even plies)
+and as the second (odd plies):
+
+* at an agent's node, one move: the forced one where the agent's own checks decide before the book
+  (``forced_move``: one legal column, a win now, the block of a single threat), else the book's
+  move, which ``prove_entry`` chooses from the position alone, never from a network, so that one
+  book serves every model;
+* at an opponent's node, every legal reply.
+
+Nodes are mirror-canonical (``book.canonical_key``): a position and its reflection are one node,
+and their subtrees are each other's reflection.  ``all_plies`` adds every position up to that ply
+(the positions of random openings, where the agent's tree does not go).
+
+**The rule** (``prove_entry``), from a cleared table: weak-solve the position (win, draw or loss).
+Won or lost, ask for the exact score within ``exact_factor`` times the nodes the weak proof took (at
+least ``exact_min_nodes``): the move that wins fastest, or loses slowest (the longest game for the
+opponent to get right), first in the solver's root order (a win now, then the most winning cells
+created, then centre first; ``solver._root_order``).  A draw, or an exact score not found within
+that budget: the first move in the same order that keeps the result (lost: the first move).  The
+budgets count nodes, so a build is reproducible whatever the machine's speed.
+
+**The state file** (``State``) is an append-only journal of proven entries, each record written as
+soon as its position is proven, so a build killed at any moment loses only the positions being
+proven then, and a rerun walks the tree again from its entries and proves only what is missing.
+Each record carries its crc32: a last record cut short by a kill is dropped on reopening (said so),
+a bad record anywhere else is refused (``StateError``).  Layout, little-endian: a header ``<8sHBBBxdQ``
+(magic ``b"CXAZBKST"``, version, rows, columns, inarow, ``exact_factor``, ``exact_min_nodes``), then
+24-byte records ``<QbbBBIII``: key, result, exact score (``NO_SCORE`` if not sought or not found),
+column (canonical orientation), ply, kilo-nodes, CPU milliseconds, crc32 of the first 20 bytes.
+
+``build`` proves the tree ply by ply (shallowest first), so that after each ply the book written
+(``write_book``) is complete to that ply: a shallow book can ship while a deeper one computes, and
+a later run with a larger ``depth`` extends the same state file.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from connectx_az import book, files, game, solved, solver
+
+STATE_MAGIC = b"CXAZBKST"
+STATE_VERSION = 1
+_STATE_HEADER = struct.Struct("<8sHBBBxdQ")
+_RECORD = struct.Struct("<QbbBBIII")
+_RECORD_BODY = _RECORD.size - 4  # the bytes the crc covers
+#: ``Entry.score`` when the exact score was not sought or not found within the budget
+NO_SCORE = -128
+_FSYNC_SECONDS = 10.0
+
+
+class StateError(ValueError):
+    """A state file that cannot be resumed; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One proven position: its mirror-canonical ``key``; ``result`` (-1, 0, 1) and ``score`` (Pons' exact
+    score, or ``NO_SCORE``) for the side to move; ``col`` the book's move in the canonical orientation;
+    ``ply``; what proving it cost (``nodes``, ``cpu_seconds``)."""
+
+    key: int
+    result: int
+    score: int
+    col: int
+    ply: int
+    nodes: int
+    cpu_seconds: float
+
+    def pack(self) -> bytes:
+        body = _RECORD.pack(self.key, self.result, self.score, self.col, self.ply,
+                            min(self.nodes // 1000, 0xFFFFFFFF), min(round(self.cpu_seconds * 1000), 0xFFFFFFFF), 0)
+        return body[:_RECORD_BODY] + struct.pack("<I", zlib.crc32(body[:_RECORD_BODY]))
+
+
+def _unpack(record: bytes) -> Entry | None:
+    """The entry of a 24-byte record, ``None`` if its checksum fails."""
+    key, result, score, col, ply, knodes, cpu_ms, crc = _RECORD.unpack(record)
+    if zlib.crc32(record[:_RECORD_BODY]) != crc:
+        return None
+    return Entry(key, result, score, col, ply, knodes * 1000, cpu_ms / 1000)
+
+
+def _lock(handle, path: Path) -> None:
+    """Hold an exclusive lock on the open state file (where the system has ``fcntl``): a second build of the
+    same file would interleave its records, so it is refused."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StateError(f"{path} is in use by another build; wait for it or stop it") from None
+
+
+class State:
+    """The journal of a build: ``entries`` (key -> ``Entry``), and the rule's budgets it was built with.
+
+    ``State.open`` reads (or creates) a file; ``add`` appends one entry and flushes it to the
+    operating system at once (a killed process loses nothing written), with an fsync every few
+    seconds and at ``close``.  ``dropped_tail`` says how many bytes of a record cut short by a kill
+    were dropped on opening.  Use as a context manager.
+    """
+
+    def __init__(self, path: Path, handle, entries: dict[int, Entry], *, exact_factor: float,
+                 exact_min_nodes: int, dropped_tail: int = 0) -> None:
+        self.path = path
+        self.entries = entries
+        self.exact_factor = exact_factor
+        self.exact_min_nodes = exact_min_nodes
+        self.dropped_tail = dropped_tail
+        self._handle = handle
+        self._synced = time.monotonic()
+
+    @classmethod
+    def open(cls, path: str | Path, *, exact_factor: float = 2.0, exact_min_nodes: int = 1_000_000) -> State:
+        """Open the state at ``path``, creating it with these budgets if it does not exist.
+
+        Raises ``StateError`` (one line) for a file that is not a state, was built for another
+        board, with other budgets (the rule would change midway), or is corrupt before its last record.
+        """
+        path = Path(path)
+        if exact_factor < 0 or exact_min_nodes < 0:
+            raise StateError("the exact budgets must be >= 0")
+        if not path.exists() or path.stat().st_size == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "wb")
+            _lock(handle, path)
+            handle.write(_STATE_HEADER.pack(STATE_MAGIC, STATE_VERSION, game.ROWS, game.COLS, game.INAROW,
+                                            exact_factor, exact_min_nodes))
+            handle.flush()
+            os.fsync(handle.fileno())
+            return cls(path, handle, {}, exact_factor=exact_factor, exact_min_nodes=exact_min_nodes)
+        handle = open(path, "r+b")
+        try:
+            _lock(handle, path)
+            data = path.read_bytes()
+            entries, good = cls._read(path, data, exact_factor, exact_min_nodes)
+        except BaseException:
+            handle.close()
+            raise
+        if good < len(data):  # a record cut short by a kill: drop it, its position is proven again
+            handle.truncate(good)
+        handle.seek(good)
+        return cls(path, handle, entries, exact_factor=exact_factor, exact_min_nodes=exact_min_nodes,
+                   dropped_tail=len(data) - good)
+
+    @staticmethod
+    def _read(path: Path, data: bytes, exact_factor: float, exact_min_nodes: int) -> tuple[dict[int, Entry], int]:
+        """``(entries, bytes to keep)`` of a state file's contents; ``StateError`` if it cannot be resumed."""
+        if len(data) < _STATE_HEADER.size:
+            raise StateError(f"{path} is truncated: {len(data)} bytes, shorter than a state file's header")
+        magic, version, rows, cols, inarow, factor, min_nodes = _STATE_HEADER.unpack_from(data)
+        if magic != STATE_MAGIC:
+            raise StateError(f"{path} is not a book state file (wrong magic bytes)")
+        if version != STATE_VERSION:
+            raise StateError(f"{path} is a state file of version {version}; this code reads version {STATE_VERSION}")
+        if (rows, cols, inarow) != (game.ROWS, game.COLS, game.INAROW):
+            raise StateError(f"{path} was built for a {rows}x{cols} board with {inarow} in a row, not "
+                             f"{game.ROWS}x{game.COLS} with {game.INAROW}")
+        if (factor, min_nodes) != (exact_factor, exact_min_nodes):
+            raise StateError(f"{path} was built with --exact-factor {factor:g} --exact-min-nodes {min_nodes}; "
+                             "resume it with those (or start another file)")
+        entries: dict[int, Entry] = {}
+        offset = _STATE_HEADER.size
+        num_records = (len(data) - offset) // _RECORD.size
+        for i in range(num_records):
+            entry = _unpack(data[offset:offset + _RECORD.size])
+            if entry is None:
+                if i == num_records - 1 and offset + _RECORD.size == len(data):
+                    break  # the last record, torn by a kill: dropped like a short one
+                raise StateError(f"{path} is corrupt: record {i} fails its checksum")
+            if not 0 <= entry.col < game.COLS or entry.result not in (-1, 0, 1):
+                raise StateError(f"{path} is corrupt: record {i} holds column {entry.col}, result {entry.result}")
+            entries[entry.key] = entry
+            offset += _RECORD.size
+        return entries, offset
+
+    def add(self, entry: Entry) -> None:
+        """Append ``entry`` to the file (flushed now) and to ``entries``."""
+        self._handle.write(entry.pack())
+        self._handle.flush()
+        if time.monotonic() - self._synced > _FSYNC_SECONDS:
+            os.fsync(self._handle.fileno())
+            self._synced = time.monotonic()
+        self.entries[entry.key] = entry
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+
+    def __enter__(self) -> State:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+def forced_move(position: int, mask: int) -> int | None:
+    """The column the agent plays before it looks at its book, or ``None`` where the book decides.
+
+    The agent's checks, in its order (``agent.template``): the only legal column, a win now (the
+    most central), the block of the opponent's single threat.
+    """
+    legal = game.legal_cols(mask)
+    if len(legal) == 1:
+        return legal[0]
+    wins = game.winning_cols(position, mask)
+    if wins:
+        return next(c for c in game.CENTRE_FIRST if c in wins)
+    threats = game.winning_cols(position ^ mask, mask)
+    return threats[0] if len(threats) == 1 else None
+
+
+def canonical(position: int, mask: int) -> tuple[int, int, int]:
+    """``(key, position, mask)``: the position in its mirror-canonical orientation, and its key."""
+    key, mirrored = book.canonical_key(position, mask)
+    if mirrored:
+        position, mask = book.mirror_bits(position), book.mirror_bits(mask)
+    return key, position, mask
+
+
+Node = tuple[int, int]  # (position, mask), canonical orientation
+
+
+def position_of_key(key: int) -> Node:
+    """``(position, mask)`` of a key ``position + mask``: in each 7-bit column of height ``h`` the key is
+    ``2^h - 1`` plus the side to move's stones there, so its bit length gives ``h``."""
+    position = mask = 0
+    for col in range(game.COLS):
+        shift = col * (game.ROWS + 1)
+        bits = (key >> shift) & ((1 << (game.ROWS + 1)) - 1)
+        column_mask = (1 << ((bits + 1).bit_length() - 1)) - 1
+        position |= (bits - column_mask) << shift
+        mask |= column_mask << shift
+    return position, mask
+
+
+def _replies(position: int, mask: int) -> Iterator[Node]:
+    """The canonical positions after each legal move that does not end the game."""
+    for col in game.legal_cols(mask):
+        child = game.play(position, mask, col)
+        if game.outcome(*child) is None:
+            yield canonical(*child)[1:]
+
+
+def next_agent_nodes(nodes: dict[int, Node], move_of: Callable[[int, int, int], int]) -> dict[int, Node]:
+    """The agent's nodes two plies below ``nodes`` (key -> canonical position): its move at each
+    (``move_of(key, position, mask)``), then every reply of the opponent that does not end the game."""
+    out: dict[int, Node] = {}
+    for key, (position, mask) in nodes.items():
+        child = game.play(position, mask, move_of(key, position, mask))
+        if game.outcome(*child) is not None:
+            continue
+        for grand in _replies(*child):
+            out.setdefault(grand[0] + grand[1], grand)
+    return out
+
+
+def all_positions(nodes: dict[int, Node]) -> dict[int, Node]:
+    """Every position one ply below ``nodes`` that the game reaches unfinished (key -> canonical position)."""
+    out: dict[int, Node] = {}
+    for position, mask in nodes.values():
+        for child in _replies(position, mask):
+            out.setdefault(child[0] + child[1], child)
+    return out
+
+
+def needs_entry(position: int, mask: int) -> bool:
+    """True where the agent asks its book: the game goes on and no move is forced."""
+    return game.outcome(position, mask) is None and forced_move(position, mask) is None
+
+
+# --------------------------------------------------------------------------- proving one entry
+
+
+@dataclass
+class Provers:
+    """The solvers of a build: ``deep`` for the positions of at most ``deep_plies`` plies, ``fast`` for the rest.
+
+    The first plies need billions of nodes, which a large table (``deep``, made on first use by
+    ``make_deep``) cuts by a factor of 2.5 and more; later positions need millions, which a table
+    that fits the cache (``fast``) proves twice as fast.
+    """
+
+    fast: solver.Solver
+    deep_plies: int = -1
+    make_deep: Callable[[], solver.Solver] | None = None
+    deep: solver.Solver | None = None
+
+    def pick(self, mask: int) -> solver.Solver:
+        if game.num_stones(mask) > self.deep_plies or self.make_deep is None:
+            return self.fast
+        if self.deep is None:
+            self.deep = self.make_deep()
+        return self.deep
+
+
+def default_provers(*, table_bits: int = 18, deep_table_bits: int = 24, deep_plies: int = 2) -> Provers:
+    """The compiled solver (``solver_numba.make_solver``; pure Python where numba is missing), a table of
+    ``2^table_bits`` entries, and ``2^deep_table_bits`` for positions of at most ``deep_plies`` plies."""
+    from connectx_az import solver_numba
+
+    return Provers(solver_numba.make_solver(table_size=1 << table_bits), deep_plies=deep_plies,
+                   make_deep=lambda: solver_numba.make_solver(table_size=1 << deep_table_bits))
+
+
+def prove_entry(provers: Provers | solver.Solver, position: int, mask: int, exact_factor: float,
+                exact_min_nodes: int) -> tuple[int, int, int, int, float]:
+    """``(result, score, col, nodes, cpu_seconds)`` of one position by the rule (module docstring).
+
+    From a cleared table; ``score`` is ``NO_SCORE`` where the exact score was not sought (a draw)
+    or not found within the budget.  The weak proof itself has no budget: an entry is always proven.
+    """
+    start = time.process_time()
+    prover = provers.pick(mask) if isinstance(provers, Provers) else provers
+    prover.clear()
+    result = prover.solve(position, mask, weak=True)
+    nodes = prover.nodes
+    found = None
+    if result != 0:
+        found = prover.best_move(position, mask, max_nodes=max(exact_min_nodes, int(exact_factor * nodes)))
+        nodes += prover.nodes
+    if found is None:
+        col, score = prover.best_move(position, mask, weak=True)[0], NO_SCORE
+        nodes += prover.nodes
+    else:
+        col, score = found
+    return result, score, col, nodes, time.process_time() - start
+
+
+# --------------------------------------------------------------------------- the build
+
+
+@dataclass
+class Progress:
+    """Where a build stands, given to ``build``'s ``on_progress`` after each proven position and at each ply's
+    start: the ``ply`` being proven (of ``0..depth``), its positions ``done`` of ``total``, the CPU seconds and
+    nodes of this run's proofs, and ``seconds_left``: a rough estimate for the whole build (``None`` until a
+    position is proven)."""
+
+    ply: int
+    depth: int
+    done: int
+    total: int
+    proven: int = 0
+    cpu_seconds: float = 0.0
+    nodes: int = 0
+    seconds_left: float | None = None
+
+
+@dataclass
+class BuildStats:
+    """What ``build`` did: positions proven by this run, their CPU seconds and nodes, the number of the agent's
+    nodes at each ply (``tree``) and of positions needing an entry (``entries``), and whether it was interrupted."""
+
+    proven: int = 0
+    cpu_seconds: float = 0.0
+    nodes: int = 0
+    tree: dict[int, int] = field(default_factory=dict)
+    entries: dict[int, int] = field(default_factory=dict)
+    completed_ply: int = -1
+    interrupted: bool = False
+
+
+def _seconds_left(ply: int, depth: int, done: int, total: int, seconds: float, workers: int) -> float:
+    """A rough estimate of the build's time left: this ply's positions left at its mean so far, then each deeper
+    ply as much as this one in all: going one ply deeper multiplies the positions by 2 to 3 and divides what each
+    costs by about as much (``data/book/README.md``: the CPU of each ply)."""
+    mean = seconds / max(done, 1)
+    return ((total - done) * mean + (depth - ply) * total * mean) / workers
+
+
+def _first_nodes(root: Node) -> tuple[int, dict[int, dict[int, Node]]]:
+    """``(ply of root, {ply: agent's nodes})``: the tree's first two plies, the agent to move at ``root``, then
+    the opponent (every reply)."""
+    key, position, mask = canonical(*root)
+    if game.outcome(position, mask) is not None:
+        raise ValueError("the root position is already over")
+    ply = game.num_stones(mask)
+    return ply, {ply: {key: (position, mask)}, ply + 1: all_positions({key: (position, mask)})}
+
+
+def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
+          prover: Provers | solver.Solver | None = None,
+          workers: int = 1, on_progress: Callable[[Progress], None] | None = None,
+          on_ply: Callable[[int, BuildStats], None] | None = None) -> BuildStats:
+    """Prove the tree's positions at plies up to ``depth`` (and every position up to ``all_plies``) into ``state``.
+
+    The tree starts at ``root`` (default the empty board; a later position makes a book of its
+    endings, which tests prove quickly); plies count the stones on the board.  Ply by ply; positions
+    already in ``state`` are not proven again.  ``prover``: a solver, or ``Provers``
+    (default ``default_provers()``: compiled where numba is).  ``workers`` > 1 proves that many
+    positions at once, one process each (``solved.proofs``).  ``on_ply(ply, stats)`` is called
+    after each completed ply (``write_book`` there ships a book complete to it).  A
+    ``KeyboardInterrupt`` stops the build with what is proven kept (``stats.interrupted``).
+    """
+    if depth < 0 or workers < 1:
+        raise ValueError(f"depth must be >= 0 and workers >= 1, not {depth} and {workers}")
+    prover = default_provers() if prover is None else prover
+    stats = BuildStats()
+    first, tree = _first_nodes(root)
+    every = dict(tree[first])
+
+    def move_of(key: int, position: int, mask: int) -> int:
+        forced = forced_move(position, mask)
+        return forced if forced is not None else state.entries[key].col
+
+    try:
+        for ply in range(first, depth + 1):
+            tree_nodes = tree.pop(ply)
+            nodes = dict(tree_nodes)
+            if ply <= all_plies:
+                if ply > first:
+                    every = all_positions(every)
+                nodes.update(every)
+            stats.tree[ply] = len(tree_nodes)
+            wanted = sorted(key for key, node in nodes.items() if needs_entry(*node))
+            stats.entries[ply] = len(wanted)
+            todo = [key for key in wanted if key not in state.entries]
+            _prove_ply(state, ply, depth, todo, nodes, prover, workers, stats, on_progress)
+            if ply + 2 <= depth:
+                tree[ply + 2] = next_agent_nodes(tree_nodes, move_of)
+            stats.completed_ply = ply
+            if on_ply is not None:
+                on_ply(ply, stats)
+    except KeyboardInterrupt:
+        stats.interrupted = True
+    return stats
+
+
+def _prove_ply(state: State, ply: int, depth: int, todo: list[int], nodes: dict[int, Node],
+               prover: Provers | solver.Solver,
+               workers: int, stats: BuildStats, on_progress: Callable[[Progress], None] | None) -> None:
+    """Prove ``todo`` (keys of ``nodes``) into ``state``, reporting each."""
+    progress = Progress(ply=ply, depth=depth, done=0, total=len(todo))
+    if on_progress is not None:
+        on_progress(progress)
+    tasks = ((key, (*nodes[key], state.exact_factor, state.exact_min_nodes)) for key in todo)
+    cpu_this_ply = 0.0
+    for key, (result, score, col, nodes_used, cpu) in solved.proofs(tasks, prover, workers=workers,
+                                                                    work=prove_entry):
+        state.add(Entry(key, result, score, col, ply, nodes_used, cpu))
+        stats.proven += 1
+        stats.cpu_seconds += cpu
+        stats.nodes += nodes_used
+        cpu_this_ply += cpu
+        progress.done += 1
+        progress.proven, progress.cpu_seconds, progress.nodes = stats.proven, stats.cpu_seconds, stats.nodes
+        progress.seconds_left = _seconds_left(ply, depth, progress.done, len(todo), cpu_this_ply, workers)
+        if on_progress is not None:
+            on_progress(progress)
+
+
+def walk(lookup: Callable[[int, int], int | None], depth: int, root: Node = (0, 0)) -> Iterator[tuple[int, int, int]]:
+    """``(ply, position, mask)`` of every agent's node of the tree from ``root`` to ``depth`` that needs a book
+    entry (canonical orientation), following ``lookup(position, mask)`` (a column, e.g. ``book.Book.move``)
+    where no move is forced; a node whose lookup gives ``None`` is yielded and not followed further."""
+    first, tree = _first_nodes(root)
+    for ply in range(first, depth + 1):
+        nodes = tree.pop(ply)
+        known: dict[int, Node] = {}
+        for key, (position, mask) in nodes.items():
+            if needs_entry(position, mask):
+                yield ply, position, mask
+                if lookup(position, mask) is None:
+                    continue
+            known[key] = (position, mask)
+        if ply + 2 <= depth:
+            def move_of(key: int, position: int, mask: int) -> int:
+                forced = forced_move(position, mask)
+                return forced if forced is not None else lookup(position, mask)
+
+            tree[ply + 2] = next_agent_nodes(known, move_of)
+
+
+# --------------------------------------------------------------------------- the book file
+
+
+def book_arrays(state: State, max_ply: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys uint64[N], info uint8[N])`` of the state's entries (those up to ``max_ply``)."""
+    entries = [e for e in state.entries.values() if max_ply is None or e.ply <= max_ply]
+    keys = np.array([e.key for e in entries], np.uint64)
+    info = np.array([book.make_info(e.col, e.result) for e in entries], np.uint8)
+    return keys, info
+
+
+def write_book(state: State, path: str | Path, max_ply: int | None = None) -> tuple[Path, int, int]:
+    """Write the book of the state's entries (up to ``max_ply``) atomically; ``(path, entries, bytes)``."""
+    data = book.encode(*book_arrays(state, max_ply))
+    files.atomic_write_bytes(path, data)
+    return Path(path), len(book.decode(data)), len(data)
+
+
+def read_book(path: str | Path) -> book.Book:
+    """The book at ``path``; ``book.BookError`` (one line, naming the file) if it is missing or unusable."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise book.BookError(f"cannot read book {path}: {exc.strerror}") from None
+    try:
+        return book.decode(data)
+    except book.BookError as exc:
+        raise book.BookError(f"{path}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- beyond the book
+
+#: nodes a second of the two solvers on one core here (``bench solver``): the pure-Python one and the compiled one
+PYTHON_RATE = 140_000
+COMPILED_RATE = 15_000_000
+
+
+def agent_solver_nodes(num_empty: int, kind: str, *, bank: float = 55.0) -> int:
+    """Nodes the agent's solver may spend on a position with ``num_empty`` empty cells: its seconds there
+    (``Agent``'s own rule, ``AgentConfig``'s schedules, Kaggle's 2 s a move, ``bank`` seconds of overage)
+    at ``PYTHON_RATE`` (``kind`` ``"python"``) or ``COMPILED_RATE`` (``"numba"``)."""
+    from types import SimpleNamespace
+
+    from connectx_az.agent import template
+
+    if kind not in ("python", "numba"):
+        raise ValueError(f"kind must be python or numba, not {kind!r}")
+    rate = PYTHON_RATE if kind == "python" else COMPILED_RATE
+    agent = template.Agent()
+    agent.solver_kind, agent.solver = kind, SimpleNamespace(rate=rate)
+    own, extra = agent._solver_seconds(num_empty, template.move_budget(2.0, bank, num_empty), bank)
+    return int((own + extra) * rate)
+
+
+def frontier(state: State, depth: int, *, root: Node = (0, 0)) -> dict[int, list[Node]]:
+    """The agent's nodes just beyond a book to ``depth`` (plies ``depth + 1`` and ``depth + 2``) that need a move:
+    where the agent's solver, not the book, has to find it."""
+    def lookup(position: int, mask: int) -> int | None:
+        entry = state.entries.get(position + mask)
+        return None if entry is None else entry.col
+
+    out: dict[int, list[Node]] = {depth + 1: [], depth + 2: []}
+    for ply, position, mask in walk(lookup, depth + 2, root):
+        if ply > depth:
+            out[ply].append((position, mask))
+    return out
+
+
+def share_proven(nodes: list[Node], prover: solver.Solver, node_budget: Callable[[int], int]) -> tuple[int, int]:
+    """``(proven, tried)``: how many of ``nodes`` ``prover`` solves (``best_move``, weak) from a cleared table
+    within ``node_budget(num_empty)`` nodes."""
+    proven = 0
+    for position, mask in nodes:
+        prover.clear()
+        num_empty = game.NUM_CELLS - game.num_stones(mask)
+        budget = node_budget(num_empty)
+        if budget > 0 and prover.best_move(position, mask, weak=True, max_nodes=budget) is not None:
+            proven += 1
+    return proven, len(nodes)
+
+
+@dataclass(frozen=True)
+class FrontierShare:
+    """How many of ``tried`` sampled positions of the ``num_positions`` at ``ply`` the ``kind`` solver proved
+    within ``node_budget`` nodes (the agent's budget there)."""
+
+    ply: int
+    num_positions: int
+    kind: str
+    proven: int
+    tried: int
+    node_budget: int
+
+
+def frontier_shares(state: State, depth: int, *, limit: int, seed: int = 0, root: Node = (0, 0),
+                    kinds: tuple[str, ...] = ("python", "numba")) -> list[FrontierShare]:
+    """For each ply of ``frontier`` and each solver kind, the share of ``limit`` sampled positions proven within
+    the agent's budget (``agent_solver_nodes``)."""
+    from connectx_az import solver_numba
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for ply, nodes in frontier(state, depth, root=root).items():
+        sample = [nodes[i] for i in sorted(rng.choice(len(nodes), min(limit, len(nodes)), replace=False))]
+        for kind in kinds:
+            prover = solver.Solver() if kind == "python" else solver_numba.make_solver()
+            budget = agent_solver_nodes(game.NUM_CELLS - ply, kind)
+            proven, tried = share_proven(sample, prover, lambda empty, kind=kind: agent_solver_nodes(empty, kind))
+            out.append(FrontierShare(ply, len(nodes), kind, proven, tried, budget))
+    return out
