@@ -188,7 +188,7 @@ def cpu_hog() -> Iterator[object]:
 @pytest.fixture(scope="module")
 def submission(small_onnx, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("clock") / "submission.py"
-    builder.build_submission(small_onnx, path)
+    builder.build_submission(small_onnx, path, book_path=None)  # the search's clock, not the book's
     return path
 
 
@@ -241,7 +241,7 @@ def test_the_first_move_with_exec_and_decode_keeps_kaggles_rule(which, submissio
         if not SHIPPED_MODEL.is_file():
             pytest.skip("no shipped model")
         submission = tmp_path / "submission.py"
-        builder.build_submission(SHIPPED_MODEL, submission)
+        builder.build_submission(SHIPPED_MODEL, submission, book_path=None)
     act_timeout = 0.5
     bank = bench_clock.BANK_PER_ACT_SECOND * act_timeout
     result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=act_timeout, bank=bank,
@@ -262,7 +262,7 @@ def test_first_move_compiles_the_solver_inside_the_real_clock(cpu_hog, tmp_path)
     if not SHIPPED_MODEL.is_file():
         pytest.skip("no shipped model")
     submission = tmp_path / "submission.py"
-    builder.build_submission(SHIPPED_MODEL, submission)
+    builder.build_submission(SHIPPED_MODEL, submission, book_path=None)
     act_timeout, bank = 2.0, 60.0
     result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), runtime="kaggle", act_timeout=act_timeout,
                                     bank=bank, timeout=RUNNER_TIMEOUT)
@@ -271,3 +271,19 @@ def test_first_move_compiles_the_solver_inside_the_real_clock(cpu_hog, tmp_path)
     assert result["type"] == "int" and info["solver"] == "numba" and info["compile_seconds"] > 0, result
     used = max(0.0, result["exec_seconds"] + result["call_seconds"] - act_timeout)
     assert used <= bank - 40.0, result
+
+
+@needs_affinity
+def test_with_the_book_the_first_move_is_the_books_and_quick(cpu_hog, tmp_path) -> None:
+    """The built file as `make submission` writes it (the shipped book embedded): on the empty board the move is
+    the book's, a plain int, and the file's exec and the move together stay inside the move's own clock."""
+    if not SHIPPED_MODEL.is_file():
+        pytest.skip("no shipped model")
+    submission = tmp_path / "submission.py"
+    builder.build_submission(SHIPPED_MODEL, submission)
+    act_timeout = 2.0
+    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=act_timeout, bank=60.0,
+                                    timeout=RUNNER_TIMEOUT)
+    assert cpu_hog.poll() is None
+    assert result["type"] == "int" and int(result["move"]) == 3 and result["info"]["source"] == "book", result
+    assert result["exec_seconds"] + result["call_seconds"] < act_timeout, result
