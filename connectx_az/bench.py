@@ -295,7 +295,7 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
 
     with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
         submission = Path(tmp) / "submission.py"
-        report = builder.build_submission(model, submission)
+        report = builder.build_submission(model, submission, book_path=None)  # the book would answer the moves
         probe = Path(tmp) / "probe.py"
         probe.write_text(_SUBMISSION_PROBE)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -371,7 +371,7 @@ def bench_game(model: str | Path, *, repeats: int = 1, max_moves: int | None = N
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in GAME_RUNTIMES}
     with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
         submission = Path(tmp) / "submission.py"
-        builder.build_submission(model, submission)
+        builder.build_submission(model, submission, book_path=None)  # the book would answer the line's openings
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         for repeat in range(repeats):
