@@ -277,7 +277,8 @@ def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> 
 def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_path: Path) -> None:
     import json
 
-    assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
+    # no book: against random the book and the solver can play a whole game, and the report's backend is checked
+    assert _run("build", "--no-book", "--out", str(tmp_path / "submission.py")).returncode == 0
     result = _run("validate", str(tmp_path / "submission.py"), "--opponents", "random", "--games", "1",
                   "--act-timeout", "0.25", "--replays", str(tmp_path / "replays"), "--json")
     assert result.returncode == 0, result.stderr

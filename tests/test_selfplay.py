@@ -9,9 +9,14 @@ from conftest import assert_consistent_records
 from connectx_az import config, game, mcts, selfplay, solver
 from connectx_az.network import NetConfig, PolicyValueNet, TorchEvaluator
 
+#: the smoke preset's self-play as it was before the presets carried the recipe: plain games (no random-prefix
+#: openings, no forks; tests of those switches set them), 8 games in flight
+PLAIN = ["selfplay.prefix_share=0", "selfplay.prefix_max_plies=12", "selfplay.fork_share=0",
+         "selfplay.num_parallel_games=8"]
+
 
 def test_selfplay_records_have_consistent_targets() -> None:
-    cfg = config.make_config("smoke")
+    cfg = config.make_config("smoke", overrides=PLAIN)
     net = PolicyValueNet(cfg.net)
     records, stats = selfplay.play_games(TorchEvaluator(net), 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert stats.num_games == 6 == len(records)
@@ -21,7 +26,7 @@ def test_selfplay_records_have_consistent_targets() -> None:
 
 def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_net) -> None:
     empty = 20
-    cfg = config.make_config("smoke", overrides=[f"selfplay.adjudicate_empty={empty}"])
+    cfg = config.make_config("smoke", overrides=[*PLAIN, f"selfplay.adjudicate_empty={empty}"])
     records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 8, cfg.selfplay, cfg.mcts,
                                          np.random.default_rng(0))
     assert_consistent_records(records)
@@ -39,11 +44,11 @@ def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_n
     assert flips, "no game was blundered after the adjudication: the test does not show the labels change"
     assert stats.adjudication_flip_rate == len(flips) / len(adjudicated)
     with pytest.raises(config.ConfigError, match="adjudicate_empty"):
-        config.make_config("smoke", overrides=[f"selfplay.adjudicate_empty={game.NUM_CELLS}"])
+        config.make_config("smoke", overrides=[*PLAIN, f"selfplay.adjudicate_empty={game.NUM_CELLS}"])
 
 
 def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
-    cfg = config.make_config("smoke", overrides=["mcts.gumbel=true", "mcts.gumbel_considered=4",
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=true", "mcts.gumbel_considered=4",
                                                  "mcts.num_simulations=16", "mcts.gumbel_c_scale=0.1"])
     assert cfg.selfplay.gumbel.enabled is True and cfg.selfplay.gumbel.considered == 4
     evaluator = TorchEvaluator(make_net(0))  # fixed weights: its games fill some columns
@@ -61,9 +66,9 @@ def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) ->
     for a, b in zip(records, again, strict=True):
         np.testing.assert_array_equal(a.obs, b.obs)
     with pytest.raises(config.ConfigError, match="expected true or false"):
-        config.make_config("smoke", overrides=["mcts.gumbel=maybe"])
+        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=maybe"])
     with pytest.raises(config.ConfigError, match="gumbel.considered"):
-        config.make_config("smoke", overrides=["mcts.gumbel_considered=0"])
+        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel_considered=0"])
 
 
 def test_mcts_with_a_network_is_legal_everywhere() -> None:
@@ -133,7 +138,7 @@ def test_forks_branch_with_one_move_and_never_from_a_winning_position() -> None:
 
 
 def test_prefix_and_fork_games_start_where_they_say(make_net) -> None:
-    cfg = config.make_config("smoke", overrides=["selfplay.prefix_share=0.5", "selfplay.fork_share=0.5",
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_share=0.5", "selfplay.fork_share=0.5",
                                                  "selfplay.prefix_max_plies=10", "selfplay.num_parallel_games=3"])
     records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 16, cfg.selfplay, cfg.mcts,
                                          np.random.default_rng(2))
@@ -150,16 +155,17 @@ def test_prefix_and_fork_games_start_where_they_say(make_net) -> None:
         assert any(game.play(*parent, c) == start for parent in searched
                    if game.num_stones(parent[1]) == r.start_ply - 1 for c in game.legal_cols(parent[1]))
     with pytest.raises(config.ConfigError, match="prefix_share"):
-        config.make_config("smoke", overrides=["selfplay.prefix_share=0.7", "selfplay.fork_share=0.5"])
+        config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_share=0.7", "selfplay.fork_share=0.5"])
     with pytest.raises(config.ConfigError, match="prefix_max_plies"):
-        config.make_config("smoke", overrides=["selfplay.prefix_max_plies=31"])
+        config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_max_plies=31"])
 
 
 def test_switches_off_play_the_same_games() -> None:
     # With no shares and the default temperatures nothing extra is drawn from the generator,
     # so the games do not depend on the settings that are switched off.
-    base = config.make_config("smoke")
-    other = config.make_config("smoke", overrides=["selfplay.prefix_max_plies=20", "selfplay.temperature_late=0"])
+    base = config.make_config("smoke", overrides=PLAIN)
+    other = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_max_plies=20",
+                                                   "selfplay.temperature_late=0"])
     net = PolicyValueNet(base.net)
     runs = [selfplay.play_games(TorchEvaluator(net), 4, c.selfplay, c.mcts, np.random.default_rng(3))[0]
             for c in (base, other)]
@@ -181,13 +187,14 @@ def test_sampling_temperature_sharpens_the_visits_and_skips_proven_losses() -> N
     only = np.array([1, 0, 0, 0, 0, 0, 0], np.float32)  # every move with visits is lost: play it anyway
     assert selfplay.sample_col(only, 1.0, rng, lost=lost) == 0
     with pytest.raises(config.ConfigError, match="temperature"):
-        config.make_config("smoke", overrides=["selfplay.temperature_late=-1"])
+        config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_late=-1"])
 
 
 def test_a_late_temperature_keeps_sampling_after_the_opening(make_net) -> None:
     # Greedy after ply 0: one game of a fixed net repeats itself; at temperature 1 throughout they differ.
     evaluator = TorchEvaluator(make_net(0))
-    greedy = config.make_config("smoke", overrides=["selfplay.temperature_plies=0", "mcts.dirichlet_fraction=0"])
+    greedy = config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_plies=0",
+                                                    "mcts.dirichlet_fraction=0"])
     sampled = config.override(greedy, ["selfplay.temperature_late=1.0"])
     games = {}
     for name, cfg in (("greedy", greedy), ("sampled", sampled)):
@@ -199,7 +206,7 @@ def test_a_late_temperature_keeps_sampling_after_the_opening(make_net) -> None:
 
 def test_a_game_that_starts_past_the_adjudication_ply_is_adjudicated_at_its_start(make_net) -> None:
     empty = 16  # ply 26; prefixes of up to 30 plies start on either side of it
-    cfg = config.make_config("smoke", overrides=["selfplay.prefix_share=1", "selfplay.prefix_max_plies=30",
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_share=1", "selfplay.prefix_max_plies=30",
                                                  f"selfplay.adjudicate_empty={empty}"])
     records, _ = selfplay.play_games(TorchEvaluator(make_net(0)), 16, cfg.selfplay, cfg.mcts,
                                      np.random.default_rng(6))
