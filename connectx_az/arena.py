@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import game
+from connectx_az.engine import game
 from connectx_az.kaggle_io import ACT_TIMEOUT, OVERAGE_PER_ACT_SECOND, kaggle_inputs
 from connectx_az.players import Player
 

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import game, kaggle_io
+from connectx_az import kaggle_io
+from connectx_az.engine import game
 
 
 def _machine() -> dict[str, Any]:
@@ -199,8 +200,9 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``game_torch_vs_numpy`` hold ``bench_game``'s comparison of the two
     backends over a whole scripted game.
     """
-    from connectx_az import mcts, pons
+    from connectx_az import pons
     from connectx_az.agent import backends, template
+    from connectx_az.engine import mcts
 
     path = Path(model)
     if not path.is_file():
@@ -483,7 +485,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
     """
-    from connectx_az import pons, solver, solver_numba
+    from connectx_az import pons
+    from connectx_az.engine import solver, solver_numba
 
     result: dict[str, Any] = {"limit": limit, "deadline_s": max(budgets), "solvers": {}}
     if "numba" in solvers:

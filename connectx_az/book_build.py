@@ -47,7 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az import book, files, game, solved, solver
+from connectx_az import files, solved
+from connectx_az.engine import book, game, solver
 
 STATE_MAGIC = b"CXAZBKST"
 STATE_VERSION = 1
@@ -316,7 +317,7 @@ class Provers:
 def default_provers(*, table_bits: int = 18, deep_table_bits: int = 24, deep_plies: int = 2) -> Provers:
     """The compiled solver (``solver_numba.make_solver``; pure Python where numba is missing), a table of
     ``2^table_bits`` entries, and ``2^deep_table_bits`` for positions of at most ``deep_plies`` plies."""
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     return Provers(solver_numba.make_solver(table_size=1 << table_bits), deep_plies=deep_plies,
                    make_deep=lambda: solver_numba.make_solver(table_size=1 << deep_table_bits))
@@ -590,7 +591,7 @@ def frontier_shares(state: State, depth: int, *, limit: int, seed: int = 0, root
                     kinds: tuple[str, ...] = ("python", "numba")) -> list[FrontierShare]:
     """For each ply of ``frontier`` and each solver kind, the share of ``limit`` sampled positions proven within
     the agent's budget (``agent_solver_nodes``)."""
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     rng = np.random.default_rng(seed)
     out = []

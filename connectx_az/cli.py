@@ -168,7 +168,8 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from connectx_az import book_build, game, solver
+    from connectx_az import book_build
+    from connectx_az.engine import game, solver
 
     try:
         root = game.from_moves(args.root)
@@ -258,7 +259,8 @@ def validate_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    from connectx_az import solved, solver_numba
+    from connectx_az import solved
+    from connectx_az.engine import solver_numba
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
         raise UserError("--positions and --seconds must be positive")
@@ -555,7 +557,8 @@ def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
     A progress bar on stderr counts the work in network evaluations per position: one for the policy
     and each value grading of a set, ``sims`` for each MCTS grading of a set.
     """
-    from connectx_az import mcts, pons
+    from connectx_az import pons
+    from connectx_az.engine import mcts
     from connectx_az.export import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(model)
@@ -800,7 +803,8 @@ def cmd_duel(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from connectx_az import game, kaggle_io, players
+    from connectx_az import kaggle_io, players
+    from connectx_az.engine import game
 
     if args.sims < 1:
         raise UserError("--sims must be >= 1")
@@ -840,7 +844,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def render_board(board: Sequence[int]) -> str:
     """Kaggle's 42-cell board as text, top row first: ``X`` player 1, ``O`` player 2, columns numbered 1-7."""
-    from connectx_az import game
+    from connectx_az.engine import game
 
     symbols = {0: ".", 1: "X", 2: "O"}
     rows = [" ".join(symbols[board[row * game.COLS + col]] for col in range(game.COLS))

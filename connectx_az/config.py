@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
-from connectx_az.mcts import SearchConfig
+from connectx_az.engine.mcts import SearchConfig
 from connectx_az.selfplay import SelfPlayConfig
 
 

@@ -45,7 +45,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from connectx_az import game, kaggle_io, solver
+from connectx_az import kaggle_io
+from connectx_az.engine import game, solver
 
 #: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
 DEFAULT_MAX_NODES = 1_000_000_000
@@ -556,7 +557,7 @@ def make_prover(kind: str) -> solver.Solver:
     if kind == "python":
         return solver.Solver()
     if kind == "numba":
-        from connectx_az import solver_numba
+        from connectx_az.engine import solver_numba
 
         return solver_numba.make_solver()
     raise ValueError(f"unknown solver {kind!r}; choose numba or python")

@@ -37,8 +37,9 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from connectx_az import files, game
+from connectx_az import files
 from connectx_az.agent import backends, onnx_numpy
+from connectx_az.engine import game
 from connectx_az.network import NetConfig, PolicyValueNet
 
 INPUT_NAME = "obs"

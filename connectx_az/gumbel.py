@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az import game, mcts
+from connectx_az.engine import game, mcts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import files, game, pons, selfplay, solver
+from connectx_az import files, pons, selfplay
+from connectx_az.engine import game, solver
 
 #: the fields of a labels file, and their dtypes
 FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8, "best": np.uint8}
@@ -328,7 +329,7 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
 
 
 def _default_prover() -> solver.Solver:
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     return solver_numba.make_solver()
 

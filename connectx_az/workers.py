@@ -58,7 +58,8 @@ from multiprocessing.process import BaseProcess
 
 import numpy as np
 
-from connectx_az import game, mcts, selfplay
+from connectx_az import selfplay
+from connectx_az.engine import game, mcts
 from connectx_az.selfplay import GameRecord, SelfPlayConfig, SelfPlayStats
 
 _EVAL, _GAME, _DONE, _FAILED = b"E", b"G", b"D", b"X"

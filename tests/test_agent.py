@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from connectx_az import game, kaggle_io
+from connectx_az import kaggle_io
 from connectx_az.agent import fallback, template
+from connectx_az.engine import game
 
 FAST = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 0.3}  # budget: 0.05 s a move
 
@@ -296,7 +297,7 @@ def test_the_fallback_needs_only_the_standard_library():
 @pytest.fixture
 def compile_counter(monkeypatch):
     """No kernel cached in this process; ``compile_kernel`` counted, slowed by 0.2 s, and real where numba is."""
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     calls = []
     real = solver_numba.compile_kernel
@@ -333,7 +334,7 @@ def test_the_first_move_compiles_the_solver_and_charges_the_bank(with_model, com
 
 @pytest.mark.parametrize("case", ["small bank", "switched off", "compile fails"])
 def test_without_a_compile_the_game_gets_the_python_solver(with_model, compile_counter, monkeypatch, case):
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     bank = 60.0
     if case == "small bank":
@@ -350,7 +351,7 @@ def test_without_a_compile_the_game_gets_the_python_solver(with_model, compile_c
 
 
 def test_a_compile_that_raises_costs_nothing_but_the_compiled_solver(with_model, compile_counter, monkeypatch):
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     def broken():
         raise MemoryError("LLVM ran out")
@@ -362,7 +363,7 @@ def test_a_compile_that_raises_costs_nothing_but_the_compiled_solver(with_model,
 
 
 def test_only_a_compiled_solver_fast_enough_for_the_position_draws_on_the_bank(with_model):
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     config = template.CONFIG
     agent = with_model
@@ -391,7 +392,7 @@ def test_only_a_compiled_solver_fast_enough_for_the_position_draws_on_the_bank(w
 
 
 def test_the_compiled_solver_plays_a_proven_opening_move(with_model):
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     pytest.importorskip("numba")
     assert solver_numba.compile_kernel() is not None

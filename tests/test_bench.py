@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import bench, config, game, selfplay
+from connectx_az import bench, config, selfplay
+from connectx_az.engine import game
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import book, book_build, cli, game, solver
+from connectx_az import book_build, cli
 from connectx_az.agent import builder, template
+from connectx_az.engine import book, game, solver
 
 # A Middle-Easy position (28 plies, the side to move wins); within 6 plies its tree holds wins, draws and losses,
 # and the pure-Python solver proves it all in a fraction of a second.
@@ -379,7 +380,7 @@ def test_the_shipped_book_decodes_quickly_and_its_entries_are_sound():
 
 @pytest.mark.slow
 def test_a_sample_of_the_shipped_books_deepest_entries_is_reproven():
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     opening, positions = _shipped()
     deepest = max(game.num_stones(m) for _, m in positions)

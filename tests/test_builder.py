@@ -105,8 +105,8 @@ def test_file_layout(small_onnx, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(small_onnx, out, metadata={"generation": 7})
     text = out.read_text()
-    for rel in ("game.py", "mcts.py", "solver.py", "agent/onnx_numpy.py", "agent/onnx_torch.py", "agent/fallback.py",
-                "agent/backends.py", "agent/template.py"):
+    for rel in ("engine/game.py", "engine/mcts.py", "engine/solver.py", "agent/onnx_numpy.py", "agent/onnx_torch.py",
+                "agent/fallback.py", "agent/backends.py", "agent/template.py"):
         assert (PACKAGE / rel).read_text() in text, rel  # the same tested source, verbatim
     assert "GumbelConfig" not in text and "_considered_visits" not in text  # self-play's Gumbel root stays home
     assert report.model_sha256 in text.split("\n", 3)[2]  # header names the model
@@ -124,7 +124,8 @@ def test_file_layout(small_onnx, tmp_path):
 
 def test_import_rewriting_covers_the_template_forms():
     rewrite = builder._loader_namespace()["_rewrite_imports"]
-    source = "from connectx_az import game, mcts\n    from connectx_az.agent import onnx_numpy as onx  # x\nx = 1"
+    source = ("from connectx_az.engine import game, mcts\n"
+              "    from connectx_az.agent import onnx_numpy as onx  # x\nx = 1")
     assert rewrite(source).splitlines() == [
         "game, mcts = _pasted('game'), _pasted('mcts')",
         "    onx = _pasted('onnx_numpy')",

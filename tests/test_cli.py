@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import cli, game
+from connectx_az import cli
+from connectx_az.engine import game
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ONNX = ROOT / "connectx_az" / "models" / "default.onnx"

@@ -21,8 +21,9 @@ from types import SimpleNamespace
 import pytest
 
 import connectx_az
-from connectx_az import bench_clock, game, mcts
+from connectx_az import bench_clock
 from connectx_az.agent import backends, builder, template
+from connectx_az.engine import game, mcts
 
 SHIPPED_MODEL = Path(connectx_az.__file__).resolve().parent / "models" / "default.onnx"
 #: the busy loop stops by itself after this many seconds, whatever happens to the test
@@ -124,7 +125,7 @@ def test_a_file_slower_than_the_whole_budget_leaves_the_search_no_time(clock) ->
 
 
 def test_a_compile_is_charged_to_the_bank_and_the_move_is_budgeted_on_top(clock, monkeypatch) -> None:
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 
     def compile_kernel():
         clock.now += 3.0  # the compile's wall time

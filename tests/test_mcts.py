@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import UniformEvaluator
 
-from connectx_az import game, mcts
+from connectx_az.engine import game, mcts
 
 
 class SymmetricEvaluator:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from connectx_az import config, devices, export, game, network, train
+from connectx_az import config, devices, export, network, train
+from connectx_az.engine import game
 
 # torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
 CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]

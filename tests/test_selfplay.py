@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az import config, game, mcts, selfplay, solver
+from connectx_az import config, selfplay
+from connectx_az.engine import game, mcts, solver
 from connectx_az.network import NetConfig, PolicyValueNet, TorchEvaluator
 
 #: the smoke preset's self-play as it was before the presets carried the recipe: plain games (no random-prefix

@@ -3,7 +3,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import game, pons, solved, solver
+from connectx_az import pons, solved
+from connectx_az.engine import game, solver
 
 
 def _label(n: int, **kwargs) -> tuple[solved.Labels, solved.LabelStats]:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import game, pons, solver, solver_numba
+from connectx_az import pons
+from connectx_az.engine import game, solver, solver_numba
 
-SOURCE = Path(__file__).parents[1] / "connectx_az" / "solver_numba.py"
+SOURCE = Path(__file__).parents[1] / "connectx_az" / "engine" / "solver_numba.py"
 
 
 def _sign(x: int) -> int:
@@ -48,11 +49,12 @@ def test_top_level_imports_are_numpy_stdlib_and_pasted_modules() -> None:
             top.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "relative import"
-            if node.module == "connectx_az":
-                top.update(f"connectx_az.{alias.name}" for alias in node.names)
+            if node.module == "connectx_az.engine":
+                top.update(f"connectx_az.engine.{alias.name}" for alias in node.names)
             else:
                 top.add(node.module.split(".")[0])
-    assert top <= set(sys.stdlib_module_names) | {"__future__", "numpy", "connectx_az.game", "connectx_az.solver"}, top
+    engine = {"connectx_az.engine.game", "connectx_az.engine.solver"}
+    assert top <= set(sys.stdlib_module_names) | {"__future__", "numpy"} | engine, top
     nested = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) and node not in tree.body
               for alias in node.names}
     assert nested == {"numba"}  # numba only inside compile_kernel
@@ -87,7 +89,7 @@ def test_fallback_when_numba_imports_but_compile_fails(fresh_compile: None, monk
 
 
 def test_pastes_into_a_submission_and_solves() -> None:
-    # The builder's own loader, as in submission.py: ``from connectx_az import solver`` is rewritten
+    # The builder's own loader, as in submission.py: ``from connectx_az.engine import solver`` is rewritten
     # to the pasted module; with numba the pasted module compiles its own kernel, without it falls back.
     from connectx_az.agent import builder
 

@@ -186,7 +186,8 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
 def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> None:
     import torch
 
-    from connectx_az import game, train
+    from connectx_az import train
+    from connectx_az.engine import game
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -207,7 +208,8 @@ def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> No
 def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() -> None:
     import torch
 
-    from connectx_az import game, train
+    from connectx_az import train
+    from connectx_az.engine import game
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -254,7 +256,8 @@ def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> N
 def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
     import torch
 
-    from connectx_az import game, train
+    from connectx_az import train
+    from connectx_az.engine import game
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -280,7 +283,8 @@ def test_the_any_target_is_a_checked_switch() -> None:
 
 
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
-    from connectx_az import solved, solver, train
+    from connectx_az import solved, train
+    from connectx_az.engine import solver
 
     with pytest.raises(ValueError, match="solved_policy needs"):
         config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy=true"])
@@ -296,7 +300,8 @@ def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
 
 
 def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
-    from connectx_az import solved, solver, train
+    from connectx_az import solved, train
+    from connectx_az.engine import solver
 
     short, _ = solved.label(num_positions=3, min_plies=14, max_plies=14, prover=solver.Solver(), seed=1)
     long, _ = solved.label(num_positions=4, min_plies=17, max_plies=17, prover=solver.Solver(), seed=2)
@@ -326,7 +331,8 @@ def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
 
 
 def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
-    from connectx_az import solved, solver, train
+    from connectx_az import solved, train
+    from connectx_az.engine import solver
 
     labels, _ = solved.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
     solved.save(tmp_path / "labels.npz", labels)

@@ -15,8 +15,8 @@ import hashlib
 
 import numpy as np
 
-from connectx_az import game
 from connectx_az.agent import onnx_numpy
+from connectx_az.engine import game
 
 try:
     from connectx_az.agent import onnx_torch

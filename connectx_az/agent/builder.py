@@ -5,15 +5,15 @@
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
 2. ``import`` lines (standard library only), the base64 model with its sha256,
    and the base64 opening book (``book.py``'s file; ``""`` with ``book_path=None``);
-3. each module's source **verbatim** as a raw string literal: ``game.py``,
-   ``book.py``, ``mcts.py``, ``solver.py``, ``solver_numba.py``, ``agent/onnx_numpy.py``,
-   ``agent/onnx_torch.py``, ``agent/fallback.py``, ``agent/backends.py``,
+3. each module's source **verbatim** as a raw string literal: ``engine/game.py``,
+   ``engine/book.py``, ``engine/mcts.py``, ``engine/solver.py``, ``engine/solver_numba.py``,
+   ``agent/onnx_numpy.py``, ``agent/onnx_torch.py``, ``agent/fallback.py``, ``agent/backends.py``,
    ``agent/template.py``, read from disk at build time, never from a hand-kept
    copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
-   after rewriting exactly the ``from connectx_az import x`` /
+   after rewriting exactly the ``from connectx_az.engine import x`` /
    ``from connectx_az.agent import y`` lines into references to the modules
    loaded before it (same line count, so tracebacks point at real lines);
 5. ``_agent``, the template's ``Agent`` with the embedded model, and last
@@ -45,19 +45,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectx_az import book, files
+from connectx_az import files
 from connectx_az.agent import onnx_numpy
+from connectx_az.engine import book
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: the opening book shipped with the package (``connectx-az book`` writes one; ``data/book/README.md``)
 DEFAULT_BOOK = PACKAGE_DIR / "data" / "book" / "book.bin"
 #: (module name, path relative to the package) in load order; each may import only earlier ones
 MODULES = (
-    ("game", "game.py"),
-    ("book", "book.py"),
-    ("mcts", "mcts.py"),
-    ("solver", "solver.py"),
-    ("solver_numba", "solver_numba.py"),
+    ("game", "engine/game.py"),
+    ("book", "engine/book.py"),
+    ("mcts", "engine/mcts.py"),
+    ("solver", "engine/solver.py"),
+    ("solver_numba", "engine/solver_numba.py"),
     ("onnx_numpy", "agent/onnx_numpy.py"),
     ("onnx_torch", "agent/onnx_torch.py"),
     ("fallback", "agent/fallback.py"),
@@ -94,13 +95,13 @@ class BuildReport:
 # writing.  Keep it standard-library only.
 _LOADER = r'''
 _PACKAGE_IMPORT = re.compile(
-    r"^(?P<indent>[ \t]*)from connectx_az(?:\.agent)? import (?P<names>[A-Za-z_]\w*(?: as [A-Za-z_]\w*)?"
+    r"^(?P<indent>[ \t]*)from connectx_az\.(?:engine|agent) import (?P<names>[A-Za-z_]\w*(?: as [A-Za-z_]\w*)?"
     r"(?:, *[A-Za-z_]\w*(?: as [A-Za-z_]\w*)?)*)[ \t]*(?:#.*)?$"
 )
 
 
 def _rewrite_imports(source):
-    """Turn ``from connectx_az[.agent] import a, b as c`` lines into ``a, c = _pasted("a"), _pasted("b")``."""
+    """Turn ``from connectx_az.{engine,agent} import a, b as c`` lines into ``a, c = _pasted("a"), _pasted("b")``."""
     lines = source.split("\n")
     for i, line in enumerate(lines):
         match = _PACKAGE_IMPORT.match(line)
@@ -187,7 +188,7 @@ def _check_source(name: str, source: str, rewrite) -> None:
         for root in roots:
             if root == "connectx_az":
                 raise BuildError(f"{name}: line {node.lineno} imports connectx_az in a form the builder "
-                                 "cannot inline; use 'from connectx_az import x'")
+                                 "cannot inline; use 'from connectx_az.engine import x' (or .agent)")
             if root not in _ALLOWED_IMPORTS:
                 raise BuildError(f"{name}: line {node.lineno} imports {root!r}; the submission may use "
                                  "only the standard library and numpy")

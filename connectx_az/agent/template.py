@@ -56,20 +56,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az import game, mcts
 from connectx_az.agent import backends
 from connectx_az.agent import fallback as fb
+from connectx_az.engine import game, mcts
 
 try:
-    from connectx_az import book
+    from connectx_az.engine import book
 except ImportError:
     book = None
 try:
-    from connectx_az import solver
+    from connectx_az.engine import solver
 except ImportError:
     solver = None
 try:
-    from connectx_az import solver_numba
+    from connectx_az.engine import solver_numba
 except ImportError:
     solver_numba = None
 

@@ -43,7 +43,7 @@ from typing import Protocol
 
 import numpy as np
 
-from connectx_az import game
+from connectx_az.engine import game
 
 A = game.NUM_ACTIONS
 _MAX_DEPTH = game.NUM_CELLS + 1

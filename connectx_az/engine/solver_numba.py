@@ -52,7 +52,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from connectx_az import game, solver
+from connectx_az.engine import game, solver
 
 #: target seconds of one kernel slice between deadline checks
 SLICE_SECONDS = 0.004

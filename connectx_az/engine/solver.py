@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 
-from connectx_az import game
+from connectx_az.engine import game
 
 _ROWS, _COLS, _NUM_CELLS = game.ROWS, game.COLS, game.NUM_CELLS
 _H1 = _ROWS + 1  # bits per column, sentinel included

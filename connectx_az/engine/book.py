@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az import game
+from connectx_az.engine import game
 
 MAGIC = b"CXAZBOOK"
 VERSION = 1
