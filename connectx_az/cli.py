@@ -168,7 +168,7 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from connectx_az import book_build
+    from connectx_az.agent import book_build
     from connectx_az.engine import game, solver
 
     try:
@@ -232,7 +232,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def _print_frontier(state: Any, depth: int, limit: int, seed: int, root: tuple[int, int]) -> None:
-    from connectx_az import book_build
+    from connectx_az.agent import book_build
 
     for share in book_build.frontier_shares(state, depth, limit=limit, seed=seed, root=root):
         print(f"ply {share.ply} ({share.num_positions:,} positions): {share.kind} solver proves {share.proven} of "

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import book_build, cli
-from connectx_az.agent import builder, template
+from connectx_az import cli
+from connectx_az.agent import book_build, builder, template
 from connectx_az.engine import book, game, solver
 
 # A Middle-Easy position (28 plies, the side to move wins); within 6 plies its tree holds wins, draws and losses,
