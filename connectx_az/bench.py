@@ -90,7 +90,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     ``device`` and ``precision`` override the preset's (``devices.resolve_device``,
     ``network.autocast_dtype``).
     """
-    from connectx_az import config, devices, export, workers
+    from connectx_az.training import config, devices, export, workers
 
     if evaluator not in EVALUATORS:
         raise ValueError(f"unknown evaluator {evaluator!r}; choose one of {', '.join(EVALUATORS)}")
@@ -107,7 +107,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     else:
         import torch
 
-        from connectx_az.network import PolicyValueNet, TorchEvaluator, load_checkpoint
+        from connectx_az.training.network import PolicyValueNet, TorchEvaluator, load_checkpoint
 
         torch.set_num_threads(cfg.threads)
         torch_device = devices.resolve_device(cfg.device)

@@ -42,13 +42,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     # A build-only set-up has numpy alone: the error types of modules that need torch
     # cannot have been raised there, so a failed import just leaves them out.
     try:
-        from connectx_az.config import ConfigError
-        from connectx_az.network import CheckpointError
+        from connectx_az.training.config import ConfigError
+        from connectx_az.training.network import CheckpointError
 
         errors += [ConfigError, CheckpointError]
     except ImportError:
         pass
-    export = sys.modules.get("connectx_az.export")  # a command that never imported it cannot have raised its error
+    # a command that never imported export cannot have raised its error
+    export = sys.modules.get("connectx_az.training.export")
     if export is not None:
         errors.append(export.ModelError)
     from connectx_az.agent.builder import BuildError
@@ -73,7 +74,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def cmd_train(args: argparse.Namespace) -> int:
     _require(args, "torch", "tqdm")
-    from connectx_az import config, runs, train
+    from connectx_az.training import config, runs, train
 
     budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
     if args.resume:
@@ -99,7 +100,7 @@ def _warm_start_net(cfg: Any, init_model: str) -> Any:
     ``--set net.*`` nor ``--config`` chose one: a warm start continues the network it starts from."""
     import dataclasses
 
-    from connectx_az.network import load_checkpoint
+    from connectx_az.training.network import load_checkpoint
 
     net = load_checkpoint(init_model)[0].config
     if net == cfg.net:
@@ -110,9 +111,9 @@ def _warm_start_net(cfg: Any, init_model: str) -> Any:
 
 def cmd_export(args: argparse.Namespace) -> int:
     _require(args, "torch", "onnx", "tqdm")
-    from connectx_az import export, runs, train
-    from connectx_az.config import save_json
-    from connectx_az.network import load_checkpoint, save_checkpoint
+    from connectx_az.training import export, runs, train
+    from connectx_az.training.config import save_json
+    from connectx_az.training.network import load_checkpoint, save_checkpoint
 
     ckpt = _checkpoint_path(args.checkpoint)
     net, data = load_checkpoint(ckpt)
@@ -259,8 +260,8 @@ def validate_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    from connectx_az import solved
     from connectx_az.engine import solver_numba
+    from connectx_az.training import solved
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
         raise UserError("--positions and --seconds must be positive")
@@ -415,7 +416,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     import math
 
     from connectx_az import pons
-    from connectx_az.export import OnnxRuntimeEvaluator
+    from connectx_az.training.export import OnnxRuntimeEvaluator
 
     bands = tuple(args.bands)
     if any(not 0 <= b < 1 for b in bands):
@@ -559,7 +560,7 @@ def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
     """
     from connectx_az import pons
     from connectx_az.engine import mcts
-    from connectx_az.export import OnnxRuntimeEvaluator
+    from connectx_az.training.export import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(model)
     num_sets = len(args.sets or pons.SETS)
@@ -654,7 +655,7 @@ def _kaggle_like_process(runtime: str) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     _require(args, "matplotlib", "torch", "tqdm")  # plots reads the metrics with train's reader
-    from connectx_az import plots
+    from connectx_az.training import plots
 
     paths = plots.plot_run(args.run_dir, args.out)
     for p in paths:

@@ -49,7 +49,7 @@ def make_small_net(seed: int = 0, **net_config):
     statistics, so that folding them matters."""
     import torch
 
-    from connectx_az.network import NetConfig, PolicyValueNet
+    from connectx_az.training.network import NetConfig, PolicyValueNet
 
     generator = torch.Generator().manual_seed(seed)
     net = PolicyValueNet(NetConfig(**{**SMALL_NET, **net_config}))
@@ -77,7 +77,7 @@ def small_net():
 @pytest.fixture(scope="session")
 def small_onnx(small_net, tmp_path_factory) -> Path:
     """Path of the small net exported as float32 ONNX (parity-checked by the export)."""
-    from connectx_az.export import export_onnx
+    from connectx_az.training.export import export_onnx
 
     path = tmp_path_factory.mktemp("onnx") / "small.onnx"
     export_onnx(small_net, path)
@@ -87,7 +87,7 @@ def small_onnx(small_net, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def wide_onnx(tmp_path_factory) -> Path:
     """Path of a small net with wide heads and a pooled value head, exported as float32 ONNX."""
-    from connectx_az.export import export_onnx
+    from connectx_az.training.export import export_onnx
 
     path = tmp_path_factory.mktemp("onnx_wide") / "wide.onnx"
     export_onnx(make_small_net(3, **WIDE_HEADS), path)
@@ -97,7 +97,7 @@ def wide_onnx(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def small_onnx16(small_net, tmp_path_factory) -> Path:
     """Path of the small net exported with float16 weights."""
-    from connectx_az.export import export_onnx
+    from connectx_az.training.export import export_onnx
 
     path = tmp_path_factory.mktemp("onnx16") / "small16.onnx"
     export_onnx(small_net, path, float16=True)

@@ -160,7 +160,7 @@ def test_eval_pons_grades_the_chosen_sets_for_a_model_and_a_submission(tmp_path:
 
 def test_a_warm_start_continues_the_network_it_starts_from(tmp_path: Path) -> None:
     """`--init-model` takes the checkpoint's heads (the shipped model's are wide) unless net.* is set."""
-    from connectx_az.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
+    from connectx_az.training.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
 
     wide = NetConfig(num_blocks=1, num_filters=8, policy_filters=4, value_filters=4, value_pool=True)
     save_checkpoint(tmp_path / "wide.pt", PolicyValueNet(wide))
@@ -302,7 +302,7 @@ def test_validate_table_keeps_the_backend_and_solver_columns_apart() -> None:
 
 
 def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
-    from connectx_az import solved
+    from connectx_az.training import solved
 
     out = tmp_path / "labels.npz"
     for total in (6, 12):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import config, gumbel, solved
+from connectx_az.training import config, gumbel, solved
 
 
 def test_overrides_and_unknown_keys() -> None:
@@ -132,7 +132,7 @@ def test_the_package_ships_the_recipes_label_file() -> None:
 def test_the_settings_load_without_torch() -> None:
     # `train --show-config`, the notebook's configuration cell and the tools read settings where torch may be missing
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from connectx_az import config\n"
+            "from connectx_az.training import config\n"
             "print(config.make_config('cpu').net.label)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1])

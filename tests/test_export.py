@@ -9,9 +9,9 @@ import onnx
 import pytest
 import torch
 
-from connectx_az import export
 from connectx_az.agent import onnx_numpy
 from connectx_az.engine import game
+from connectx_az.training import export
 
 
 def _torch(net, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

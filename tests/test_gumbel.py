@@ -9,8 +9,8 @@ import pytest
 from conftest import UniformEvaluator
 from test_mcts import _TREE_FIELDS, SymmetricEvaluator, _tree
 
-from connectx_az import gumbel
 from connectx_az.engine import game, mcts
+from connectx_az.training import gumbel
 
 
 def test_sequential_halving_schedule_matches_mctx() -> None:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from connectx_az import config, devices, export, network, train
 from connectx_az.engine import game
+from connectx_az.training import config, devices, export, network, train
 
 # torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
 CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
@@ -33,9 +33,9 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, name: str, capability: tuple[int, 
 def test_a_p100_under_a_build_without_its_kernels_falls_back_to_the_cpu_with_one_line(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     fake_gpu(monkeypatch, "Tesla P100-PCIE-16GB", (6, 0), CU128)
-    with caplog.at_level(logging.WARNING, logger="connectx_az.devices"):
+    with caplog.at_level(logging.WARNING, logger="connectx_az.training.devices"):
         assert devices.resolve_device("auto") == torch.device("cpu")
-    [record] = [r for r in caplog.records if r.name == "connectx_az.devices"]
+    [record] = [r for r in caplog.records if r.name == "connectx_az.training.devices"]
     line = record.getMessage()
     assert "\n" not in line
     assert "Tesla P100-PCIE-16GB" in line and "6.0" in line and "GPU T4 x2" in line and "CPU instead" in line

@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from connectx_az import export
 from connectx_az.agent import onnx_numpy
+from connectx_az.training import export
 
 
 def _ort(data: bytes, x: np.ndarray) -> list[np.ndarray]:

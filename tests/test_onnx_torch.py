@@ -13,8 +13,8 @@ import torch
 from onnx import TensorProto, helper
 
 import connectx_az
-from connectx_az import export
 from connectx_az.agent import backends, onnx_numpy, onnx_torch
+from connectx_az.training import export
 
 SHIPPED = Path(connectx_az.__file__).resolve().parent / "models" / "default.onnx"
 

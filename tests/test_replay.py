@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az import replay, selfplay
+from connectx_az.training import replay, selfplay
 
 
 def test_replay_window_mirrors_and_dedupes(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az import config, selfplay
 from connectx_az.engine import game, mcts, solver
-from connectx_az.network import NetConfig, PolicyValueNet, TorchEvaluator
+from connectx_az.training import config, selfplay
+from connectx_az.training.network import NetConfig, PolicyValueNet, TorchEvaluator
 
 #: the smoke preset's self-play as it was before the presets carried the recipe: plain games (no random-prefix
 #: openings, no forks; tests of those switches set them), 8 games in flight

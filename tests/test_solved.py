@@ -3,8 +3,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import pons, solved
+from connectx_az import pons
 from connectx_az.engine import game, solver
+from connectx_az.training import solved
 
 
 def _label(n: int, **kwargs) -> tuple[solved.Labels, solved.LabelStats]:

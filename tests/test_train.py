@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import config, replay, runs
-from connectx_az.network import CheckpointError, NetConfig, PolicyValueNet, load_checkpoint
+from connectx_az.training import config, replay, runs
+from connectx_az.training.network import CheckpointError, NetConfig, PolicyValueNet, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_held_out_losses_match_the_training_losses_definition() -> None:
     import torch
     import torch.nn.functional as F
 
-    from connectx_az import train
+    from connectx_az.training import train
 
     torch.manual_seed(0)
     net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8)).eval()
@@ -105,7 +105,7 @@ def test_held_out_losses_match_the_training_losses_definition() -> None:
 
 def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
-    from connectx_az import train
+    from connectx_az.training import train
 
     train.run(tmp_path / "run", cfg, progress=False)
     with pytest.raises(config.ConfigError, match="already holds a run"):
@@ -113,8 +113,8 @@ def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
 
 
 def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
-    from connectx_az import train
-    from connectx_az.network import save_checkpoint
+    from connectx_az.training import train
+    from connectx_az.training.network import save_checkpoint
 
     other = tmp_path / "other.pt"
     save_checkpoint(other, PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)))
@@ -128,14 +128,14 @@ def test_warm_start_with_wider_heads_keeps_the_tower(tmp_path: Path, caplog: pyt
 
     import torch
 
-    from connectx_az import train
-    from connectx_az.network import save_checkpoint
+    from connectx_az.training import train
+    from connectx_az.training.network import save_checkpoint
 
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=2",
                                                  "train.steps_per_generation=0", "net.value_filters=4"])
     narrow = PolicyValueNet(config.make_config("smoke").net)
     save_checkpoint(tmp_path / "narrow.pt", narrow)
-    with caplog.at_level(logging.INFO, logger="connectx_az.train"):
+    with caplog.at_level(logging.INFO, logger="connectx_az.training.train"):
         ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "narrow.pt", progress=False)
     assert "new weights for value_conv, value_fc1" in caplog.text
     trained, _ = load_checkpoint(ckpt)
@@ -148,15 +148,15 @@ def test_warm_start_into_a_deeper_tower(tmp_path: Path, caplog: pytest.LogCaptur
 
     import torch
 
-    from connectx_az import train
-    from connectx_az.network import save_checkpoint
+    from connectx_az.training import train
+    from connectx_az.training.network import save_checkpoint
 
     shallow = PolicyValueNet(config.make_config("smoke").net)
     save_checkpoint(tmp_path / "shallow.pt", shallow)
     deeper = shallow.config.num_blocks + 2
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=2",
                                                  "train.steps_per_generation=0", f"net.num_blocks={deeper}"])
-    with caplog.at_level(logging.INFO, logger="connectx_az.train"):
+    with caplog.at_level(logging.INFO, logger="connectx_az.training.train"):
         ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "shallow.pt", progress=False)
     assert f"new weights for blocks.{deeper - 2}, blocks.{deeper - 1})" in caplog.text
     trained, _ = load_checkpoint(ckpt)
@@ -166,7 +166,7 @@ def test_warm_start_into_a_deeper_tower(tmp_path: Path, caplog: pytest.LogCaptur
 
 
 def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Path) -> None:
-    from connectx_az import train
+    from connectx_az.training import train
 
     run_dir = tmp_path / "run"
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
@@ -186,8 +186,8 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
 def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> None:
     import torch
 
-    from connectx_az import train
     from connectx_az.engine import game
+    from connectx_az.training import train
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -208,8 +208,8 @@ def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> No
 def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() -> None:
     import torch
 
-    from connectx_az import train
     from connectx_az.engine import game
+    from connectx_az.training import train
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -234,7 +234,7 @@ def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() 
 def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> None:
     import torch
 
-    from connectx_az import train
+    from connectx_az.training import train
 
     probs = torch.tensor([[0.1, 0.6, 0.1, 0.05, 0.05, 0.05, 0.05], [0.1, 0.6, 0.1, 0.05, 0.05, 0.05, 0.05]])
     logits = probs.log().requires_grad_()
@@ -256,8 +256,8 @@ def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> N
 def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
     import torch
 
-    from connectx_az import train
     from connectx_az.engine import game
+    from connectx_az.training import train
 
     obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
     selfplay = replay.ReplayData(obs[:2], np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32))
@@ -283,8 +283,8 @@ def test_the_any_target_is_a_checked_switch() -> None:
 
 
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
-    from connectx_az import solved, train
     from connectx_az.engine import solver
+    from connectx_az.training import solved, train
 
     with pytest.raises(ValueError, match="solved_policy needs"):
         config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy=true"])
@@ -300,8 +300,8 @@ def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
 
 
 def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
-    from connectx_az import solved, train
     from connectx_az.engine import solver
+    from connectx_az.training import solved, train
 
     short, _ = solved.label(num_positions=3, min_plies=14, max_plies=14, prover=solver.Solver(), seed=1)
     long, _ = solved.label(num_positions=4, min_plies=17, max_plies=17, prover=solver.Solver(), seed=2)
@@ -318,7 +318,7 @@ def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
 
 
 def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
-    from connectx_az import train
+    from connectx_az.training import train
 
     with pytest.raises(ValueError, match="only with train.solved_labels"):
         config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_per_batch=8"])
@@ -331,8 +331,8 @@ def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
 
 
 def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
-    from connectx_az import solved, train
     from connectx_az.engine import solver
+    from connectx_az.training import solved, train
 
     labels, _ = solved.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
     solved.save(tmp_path / "labels.npz", labels)
@@ -346,7 +346,7 @@ def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
 
 def test_the_loss_panels_draw_the_proven_positions_losses_where_a_run_has_them() -> None:
     pytest.importorskip("matplotlib")
-    from connectx_az import plots
+    from connectx_az.training import plots
 
     rows = [{"generation": g, "value_loss": 0.1, "fresh_value_loss": 0.12, "solved_value_loss": 0.4 - g / 100,
              "policy_loss": 1.0, "solved_policy_loss": 0.9 - g / 100} for g in range(3)]

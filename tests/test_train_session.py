@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import config, runs, train
-from connectx_az.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
+from connectx_az.training import config, runs, train
+from connectx_az.training.network import NetConfig, PolicyValueNet, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["num_generations=3", "selfplay.num_games=4", "selfplay.num_parallel_games=4", "eval_positions=0"]
@@ -52,11 +52,11 @@ def test_the_time_budget_stops_between_generations_and_the_run_resumes(
         now[0] = 100.0  # the budget is used up once generation 0 is done
 
     cfg = config.make_config("smoke", overrides=SMOKE)
-    with caplog.at_level(logging.WARNING, logger="connectx_az.train"):
+    with caplog.at_level(logging.WARNING, logger="connectx_az.training.train"):
         train.run(run_dir, cfg, progress=False, time_budget=100.0, clock=lambda: now[0],
                   on_generation=after_generation)
     assert _generations(run_dir) == [0] and _next_generation(run_dir) == 1
-    [record] = [r for r in caplog.records if r.name == "connectx_az.train"]
+    [record] = [r for r in caplog.records if r.name == "connectx_az.training.train"]
     assert "stopped before generation 1 of 3" in record.getMessage()
     assert f"resume with: connectx-az train --resume {run_dir}" in record.getMessage()
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az import config, runs, selfplay, train, workers
-from connectx_az.network import PolicyValueNet, TorchEvaluator
+from connectx_az.training import config, runs, selfplay, train, workers
+from connectx_az.training.network import PolicyValueNet, TorchEvaluator
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = config.make_config("smoke")

@@ -47,8 +47,9 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az import files, solved
+from connectx_az import files
 from connectx_az.engine import book, game, solver
+from connectx_az.training import solved
 
 STATE_MAGIC = b"CXAZBKST"
 STATE_VERSION = 1

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
-from connectx_az.config import ConfigError, load_config
-from connectx_az.network import CheckpointError, load_checkpoint
+from connectx_az.training.config import ConfigError, load_config
+from connectx_az.training.network import CheckpointError, load_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from connectx_az import files
 from connectx_az.engine.mcts import SearchConfig
-from connectx_az.selfplay import SelfPlayConfig
+from connectx_az.training.selfplay import SelfPlayConfig
 
 
 @dataclass(frozen=True, kw_only=True)

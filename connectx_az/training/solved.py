@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import files, pons, selfplay
+from connectx_az import files, pons
 from connectx_az.engine import game, solver
+from connectx_az.training import selfplay
 
 #: the fields of a labels file, and their dtypes
 FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8, "best": np.uint8}
@@ -45,7 +46,7 @@ UNPROVEN_MOVES = 1 << game.COLS
 #: the name that stands for the label file shipped with the package (``train.solved_labels=builtin``)
 BUILTIN = "builtin"
 #: that file: 16,373 random openings of 4-12 plies, 11,352 with their best moves (``data/labels/README.md``)
-BUILTIN_PATH = Path(__file__).parent / "data" / "labels" / "openings.npz"
+BUILTIN_PATH = Path(__file__).parent.parent / "data" / "labels" / "openings.npz"
 #: how the shipped file was made: the command a user runs to make one like it
 LABEL_COMMAND = "connectx-az label {path} --moves --plies 4 12 --max-nodes 30000000 --positions 16000"
 

@@ -40,7 +40,7 @@ from onnx import numpy_helper
 from connectx_az import files
 from connectx_az.agent import backends, onnx_numpy
 from connectx_az.engine import game
-from connectx_az.network import NetConfig, PolicyValueNet
+from connectx_az.training.network import NetConfig, PolicyValueNet
 
 INPUT_NAME = "obs"
 OUTPUT_NAMES = ("logits", "value")

@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from connectx_az import devices, replay, runs, workers
-from connectx_az.config import ConfigError, RunConfig, load_config, preset_of, save_config
-from connectx_az.network import (
+from connectx_az.training import devices, replay, runs, workers
+from connectx_az.training.config import ConfigError, RunConfig, load_config, preset_of, save_config
+from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
     load_checkpoint,
@@ -122,7 +122,7 @@ def solved_data(path: str | Path, *, policy: bool = False, max_plies: int = 0) -
     """A labels file (``solved.load``) as training rows: the proven result as value target, and with
     ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without).
     ``max_plies`` > 0 keeps the positions of at most that many plies only."""
-    from connectx_az import solved
+    from connectx_az.training import solved
 
     labels = solved.load(path)
     if max_plies > 0:

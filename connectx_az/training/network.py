@@ -30,10 +30,10 @@ import torch
 from torch import nn
 
 from connectx_az import files
+from connectx_az.engine import game
 
 # the network's shape lives with the run's settings (config.py loads without torch); callers import it from here too
-from connectx_az.config import PRECISIONS, NetConfig  # noqa: F401
-from connectx_az.engine import game
+from connectx_az.training.config import PRECISIONS, NetConfig  # noqa: F401
 
 
 def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch.dtype | None:

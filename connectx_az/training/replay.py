@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from connectx_az import files
-from connectx_az.selfplay import GameRecord
+from connectx_az.training.selfplay import GameRecord
 
 _SHARD = re.compile(r"gen_(\d{6})\.npz$")
 

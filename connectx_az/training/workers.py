@@ -58,9 +58,9 @@ from multiprocessing.process import BaseProcess
 
 import numpy as np
 
-from connectx_az import selfplay
 from connectx_az.engine import game, mcts
-from connectx_az.selfplay import GameRecord, SelfPlayConfig, SelfPlayStats
+from connectx_az.training import selfplay
+from connectx_az.training.selfplay import GameRecord, SelfPlayConfig, SelfPlayStats
 
 _EVAL, _GAME, _DONE, _FAILED = b"E", b"G", b"D", b"X"
 _OBS_SHAPE = (2, game.ROWS, game.COLS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from connectx_az.runs import read_metrics
+from connectx_az.training.runs import read_metrics
 
 PANELS: list[tuple[str, list[str]]] = [
     # training: the mean over the generation's steps; seen / fresh: the previous generation's games

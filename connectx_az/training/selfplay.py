@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from connectx_az import gumbel
 from connectx_az.engine import game, mcts, solver
+from connectx_az.training import gumbel
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30

@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from connectx_az.config import ConfigError
+from connectx_az.training.config import ConfigError
 
 log = logging.getLogger(__name__)
 
