@@ -35,7 +35,7 @@ class UserError(Exception):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from connectx_az.kaggle_sandbox import SubmissionError
+    from connectx_az.evaluation.kaggle_sandbox import SubmissionError
 
     errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError, extras.MissingPackage,
                                          SubmissionError]
@@ -328,7 +328,7 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from connectx_az import kaggle_io
+    from connectx_az.evaluation import kaggle_io
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
@@ -354,7 +354,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az import kaggle_io, pons
+    from connectx_az.evaluation import kaggle_io, pons
 
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
@@ -415,7 +415,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     import dataclasses
     import math
 
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
     from connectx_az.training.export import OnnxRuntimeEvaluator
 
     bands = tuple(args.bands)
@@ -485,7 +485,7 @@ def _is_grade(cell: Any) -> bool:
 
 def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
     """The table of ``eval pons`` (rows: mode -> set -> JSON cell); sets a mode lacks print as ``-``."""
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
 
     names = [n for n in pons.SETS if any(n in row for row in rows.values())]
     width = max([22, *(len(mode) + 2 for mode in rows)])
@@ -510,7 +510,7 @@ def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
 
 
 def cmd_eval_paired(args: argparse.Namespace) -> int:
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
 
     (label_a, rows_a), (label_b, rows_b) = (_graded_mode(spec) for spec in (args.a, args.b))
     try:
@@ -558,8 +558,8 @@ def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
     A progress bar on stderr counts the work in network evaluations per position: one for the policy
     and each value grading of a set, ``sims`` for each MCTS grading of a set.
     """
-    from connectx_az import pons
     from connectx_az.engine import mcts
+    from connectx_az.evaluation import pons
     from connectx_az.training.export import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(model)
@@ -597,7 +597,7 @@ def _cell_text(cell: dict[str, Any]) -> str:
 
 
 def _num_positions(sets: list[str] | None, limit: int | None) -> int:
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
 
     return sum(len(pons.load_set(name, limit=limit)) for name in sets or pons.SETS)
 
@@ -628,7 +628,7 @@ def _progress(total: int, unit: str, desc: str | None = None) -> Any:
 
 
 def _add_runtime(parser: argparse.ArgumentParser) -> None:
-    from connectx_az.kaggle_io import RUNTIMES
+    from connectx_az.evaluation.kaggle_io import RUNTIMES
 
     parser.add_argument("--runtime", choices=list(RUNTIMES), default="numpy",
                         help="what the agent may import: numpy (default; onnxruntime, torch and numba blocked: "
@@ -642,7 +642,7 @@ def _kaggle_like_process(runtime: str) -> None:
     Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process,
     before anything imports the blocked packages.
     """
-    from connectx_az import kaggle_io
+    from connectx_az.evaluation import kaggle_io
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -664,7 +664,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from connectx_az import bench
+    from connectx_az.evaluation import bench
 
     if args.what == "solver":
         return cmd_bench_solver(args)
@@ -695,7 +695,7 @@ def _check_agent_model(model: str) -> None:
 
 
 def cmd_bench_clock(args: argparse.Namespace) -> int:
-    from connectx_az import bench_clock
+    from connectx_az.evaluation import bench_clock
 
     if not hasattr(os, "sched_setaffinity"):
         raise UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
@@ -706,7 +706,7 @@ def cmd_bench_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
-    from connectx_az import bench
+    from connectx_az.evaluation import bench
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise UserError("--deadline and --limit must be positive")
@@ -723,8 +723,8 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
 
 
 def cmd_arena(args: argparse.Namespace) -> int:
-    from connectx_az import arena
-    from connectx_az import players as reference
+    from connectx_az.evaluation import arena
+    from connectx_az.evaluation import players as reference
 
     if args.games < 1 or args.sims < 1 or args.opening_plies < 0 or not args.act_timeout > 0:
         raise UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
@@ -752,7 +752,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
     if len(players) < 2:
         raise UserError(f"the arena needs at least two players, got {len(players)}")
 
-    log = logging.getLogger("connectx_az.arena")
+    log = logging.getLogger("connectx_az.evaluation.arena")
     results = arena.round_robin(players, args.games, act_timeout=args.act_timeout, opening_plies=args.opening_plies,
                                 seed=args.seed, on_game=lambda r: log.info("%s vs %s: %s (%s, %d plies)", r.first,
                                                                            r.second, r.score, r.reason, r.num_plies))
@@ -778,7 +778,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
 
 
 def cmd_duel(args: argparse.Namespace) -> int:
-    from connectx_az import duel, kaggle_io
+    from connectx_az.evaluation import duel, kaggle_io
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
@@ -804,8 +804,8 @@ def cmd_duel(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from connectx_az import kaggle_io, players
     from connectx_az.engine import game
+    from connectx_az.evaluation import kaggle_io, players
 
     if args.sims < 1:
         raise UserError("--sims must be >= 1")
@@ -857,7 +857,7 @@ def render_board(board: Sequence[int]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from connectx_az import bench, pons  # numpy only: the set names for --sets, the solver's budgets
+    from connectx_az.evaluation import bench, pons  # numpy only: the set names for --sets, the solver's budgets
 
     parser = argparse.ArgumentParser(prog="connectx-az", description="AlphaZero for Kaggle ConnectX: "
                                      "train, export, build a one-file submission, validate, measure.")

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from connectx_az import kaggle_io
 from connectx_az.agent import fallback, template
 from connectx_az.engine import game
+from connectx_az.evaluation import kaggle_io
 
 FAST = {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 0.3}  # budget: 0.05 s a move
 
@@ -397,7 +397,7 @@ def test_the_compiled_solver_plays_a_proven_opening_move(with_model):
     pytest.importorskip("numba")
     assert solver_numba.compile_kernel() is not None
     # a Begin-Medium position won or drawn for the side to move: the compiled solver proves it, no search
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
 
     p = next(p for p in pons.load_set("Begin-Medium", limit=20) if p.result >= 0)
     position, mask = pons.position_of(p)

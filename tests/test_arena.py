@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import arena, players
+from connectx_az.evaluation import arena, players
 
 
 def _first_legal(observation, configuration) -> int:

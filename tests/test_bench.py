@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import bench
 from connectx_az.engine import game
+from connectx_az.evaluation import bench
 from connectx_az.training import config, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]

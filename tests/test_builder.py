@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import connectx_az
-from connectx_az import kaggle_io
 from connectx_az.agent import builder
+from connectx_az.evaluation import kaggle_io
 from connectx_az.training import export
 
 PACKAGE = Path(connectx_az.__file__).resolve().parent

@@ -66,7 +66,7 @@ def test_bad_input_is_one_line_error(tmp_path: Path, args: tuple[str, ...], mess
 
 
 def test_build_needs_numpy_only_and_still_reports_errors_in_one_line(tmp_path: Path) -> None:
-    from connectx_az import kaggle_io
+    from connectx_az.evaluation import kaggle_io
 
     script = kaggle_io.sandbox_prelude(("torch", "onnxruntime", "onnx", "kaggle_environments")) + (
         "from connectx_az.cli import main\nsys.exit(main(sys.argv[1:]))\n")
@@ -101,7 +101,7 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
 
     from kaggle_environments import make
 
-    from connectx_az import kaggle_io
+    from connectx_az.evaluation import kaggle_io
 
     env = make("connectx", configuration={"actTimeout": 0.3}, debug=False)
     agent = kaggle_io.load_submission(tmp_path / "submission.py")

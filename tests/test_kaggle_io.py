@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import kaggle_io
+from connectx_az.evaluation import kaggle_io
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -28,7 +28,7 @@ pytest.importorskip("kaggle_environments")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402  (after the skips)
 from jupyter_client.manager import KernelManager  # noqa: E402
 
-from connectx_az import kaggle_io  # noqa: E402
+from connectx_az.evaluation import kaggle_io  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "train.ipynb"

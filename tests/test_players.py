@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectx_az import arena, players
 from connectx_az.engine import game
+from connectx_az.evaluation import arena, players
 
 # x (side to move) wins at once in column 3 (0-based): x x x . on the bottom row.
 WIN_NOW = """

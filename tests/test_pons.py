@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectx_az import pons
 from connectx_az.engine import game
+from connectx_az.evaluation import pons
 
 
 @pytest.mark.parametrize("name", list(pons.SETS))

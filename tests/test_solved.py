@@ -3,8 +3,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import pons
 from connectx_az.engine import game, solver
+from connectx_az.evaluation import pons
 from connectx_az.training import solved
 
 

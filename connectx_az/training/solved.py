@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import files, pons
+from connectx_az import files
 from connectx_az.engine import game, solver
+from connectx_az.evaluation import pons
 from connectx_az.training import selfplay
 
 #: the fields of a labels file, and their dtypes

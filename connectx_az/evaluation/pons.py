@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az import kaggle_io
 from connectx_az.engine import game, mcts
+from connectx_az.evaluation import kaggle_io
 
 #: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
 SETS = {

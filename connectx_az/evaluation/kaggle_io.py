@@ -19,7 +19,7 @@ import numpy as np
 
 from connectx_az.engine import game
 from connectx_az.engine.solver_numba import forget_compiled
-from connectx_az.kaggle_sandbox import SubmissionError, exec_submission, kaggle_dicts
+from connectx_az.evaluation.kaggle_sandbox import SubmissionError, exec_submission, kaggle_dicts
 
 #: default seconds a move (Kaggle's ``actTimeout``) and overage bank per second of it (60 s at 2 s)
 ACT_TIMEOUT = 2.0

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from connectx_az import kaggle_io
+from connectx_az.evaluation import kaggle_io
 
 #: Kaggle's bank is 30 actTimeouts (60 s at 2 s); the scaled clocks keep that ratio
 BANK_PER_ACT_SECOND = kaggle_io.OVERAGE_PER_ACT_SECOND

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import kaggle_io
 from connectx_az.engine import game
+from connectx_az.evaluation import kaggle_io
 
 
 def _machine() -> dict[str, Any]:
@@ -200,9 +200,9 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``game_torch_vs_numpy`` hold ``bench_game``'s comparison of the two
     backends over a whole scripted game.
     """
-    from connectx_az import pons
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts
+    from connectx_az.evaluation import pons
 
     path = Path(model)
     if not path.is_file():
@@ -331,7 +331,7 @@ GAME_RUNTIMES = (("numpy", ("numpy",), kaggle_io.KAGGLE_BLOCKED),
 
 def game_line() -> str:
     """The scripted game of ``bench_game``: the longest End-Easy line of the Pons sets (41 plies)."""
-    from connectx_az import pons
+    from connectx_az.evaluation import pons
 
     return max(pons.load_set("End-Easy"), key=lambda p: p.num_plies).moves
 
@@ -485,8 +485,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
     """
-    from connectx_az import pons
     from connectx_az.engine import solver, solver_numba
+    from connectx_az.evaluation import pons
 
     result: dict[str, Any] = {"limit": limit, "deadline_s": max(budgets), "solvers": {}}
     if "numba" in solvers:

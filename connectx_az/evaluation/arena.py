@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from connectx_az.engine import game
-from connectx_az.kaggle_io import ACT_TIMEOUT, OVERAGE_PER_ACT_SECOND, kaggle_inputs
-from connectx_az.players import Player
+from connectx_az.evaluation.kaggle_io import ACT_TIMEOUT, OVERAGE_PER_ACT_SECOND, kaggle_inputs
+from connectx_az.evaluation.players import Player
 
 
 @dataclass(frozen=True)

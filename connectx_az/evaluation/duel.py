@@ -45,8 +45,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from connectx_az import kaggle_io
 from connectx_az.engine import game, solver
+from connectx_az.evaluation import kaggle_io
 
 #: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
 DEFAULT_MAX_NODES = 1_000_000_000

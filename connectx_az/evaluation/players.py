@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import kaggle_io
 from connectx_az.engine import game, mcts
+from connectx_az.evaluation import kaggle_io
 
 #: Kaggle's agent shape: ``(observation, configuration) -> column``; both arguments read as dicts
 #: and as attributes (``observation["board"]`` and ``observation.board``).
