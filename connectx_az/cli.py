@@ -14,7 +14,6 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +35,10 @@ class UserError(Exception):
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from connectx_az.evaluation.kaggle_sandbox import SubmissionError
+    from connectx_az.evaluation.reports import ReportError
 
     errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError, extras.MissingPackage,
-                                         SubmissionError]
+                                         SubmissionError, ReportError]
     # A build-only set-up has numpy alone: the error types of modules that need torch
     # cannot have been raised there, so a failed import just leaves them out.
     try:
@@ -86,7 +86,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
         if args.init_model and cfg.net == config.make_config(args.preset).net:
-            cfg = _warm_start_net(cfg, args.init_model)
+            warm = train.warm_start_config(cfg, args.init_model)
+            if warm.net != cfg.net:
+                print(f"warm start: the {warm.net.label} network of {args.init_model} (set net.* for another of "
+                      "the same filters)")
+            cfg = warm
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
@@ -95,23 +99,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warm_start_net(cfg: Any, init_model: str) -> Any:
-    """``cfg`` with the network of checkpoint ``init_model``, where the preset's differs and neither
-    ``--set net.*`` nor ``--config`` chose one: a warm start continues the network it starts from."""
-    import dataclasses
-
-    from connectx_az.training.network import load_checkpoint
-
-    net = load_checkpoint(init_model)[0].config
-    if net == cfg.net:
-        return cfg
-    print(f"warm start: the {net.label} network of {init_model} (set net.* for another of the same filters)")
-    return dataclasses.replace(cfg, net=net)
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     _require(args, "torch", "onnx", "tqdm")
-    from connectx_az.training import export, runs, train
+    from connectx_az.training import export
     from connectx_az.training.config import save_json
     from connectx_az.training.network import load_checkpoint, save_checkpoint
 
@@ -120,13 +110,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
-    card = export.model_card(report.path, parameters=net.num_parameters(), checkpoint=str(ckpt),
-                             generation=data.get("generation"))
-    if (ckpt.parent / runs.METRICS).is_file():
-        card["training"] = train.summarize(runs.read_metrics(ckpt.parent), data.get("config"))
-        card["trained_by"] = card["training"].pop("command")
     card_path = Path(args.out).with_suffix(".json")
-    save_json(card, card_path)
+    save_json(export.checkpoint_card(report.path, net, ckpt, data), card_path)
     print(f"wrote {card_path} (model card)")
     if args.weights_out:
         save_checkpoint(args.weights_out, net, generation=data.get("generation"), config=data.get("config"))
@@ -228,35 +213,10 @@ def cmd_book(args: argparse.Namespace) -> int:
             print("interrupted: what was proven is saved; run the same command to go on")
             return 130
         if args.frontier:
-            _print_frontier(state, args.depth, args.frontier, args.seed, root)
+            for share in book_build.frontier_shares(state, args.depth, limit=args.frontier, seed=args.seed,
+                                                    root=root):
+                print(share.describe(), flush=True)
     return 0
-
-
-def _print_frontier(state: Any, depth: int, limit: int, seed: int, root: tuple[int, int]) -> None:
-    from connectx_az.agent import book_build
-
-    for share in book_build.frontier_shares(state, depth, limit=limit, seed=seed, root=root):
-        print(f"ply {share.ply} ({share.num_positions:,} positions): {share.kind} solver proves {share.proven} of "
-              f"{share.tried} sampled ({share.proven / max(share.tried, 1):.0%}) within the agent's budget "
-              f"({share.node_budget:,} nodes)", flush=True)
-
-
-def validate_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The lines of ``validate``'s table, a row per opponent and seat (``ValidationResult.as_dict`` rows).
-
-    The backend and solver columns are as wide as their longest entry ("onnxruntime", "numba,python").
-    """
-    backends = [",".join(r["backends"]) or "-" for r in rows]
-    solvers = [",".join(r["solvers"]) or "-" for r in rows]
-    bw, sw = (max(map(len, [head, *cells])) + 2 for head, cells in (("backend", backends), ("solver", solvers)))
-    lines = [f"{'opponent':<10}{'seat':>5}{'win':>6}{'draw':>6}{'loss':>6}{'mean s':>9}{'max s':>8}"
-             f"{'bank s':>8}{'first s':>9}  {'backend':<{bw}}{'solver':<{sw}}other statuses"]
-    for r, backend, solver in zip(rows, backends, solvers, strict=True):
-        lines.append(f"{r['opponent']:<10}{r['seat']:>5}{r['wins']:>6}{r['draws']:>6}{r['losses']:>6}"
-                     f"{r['mean_move_s']:>9.3f}{r['max_move_s']:>8.3f}{r['max_bank_used_s']:>8.2f}"
-                     f"{r['max_first_move_bank_s']:>9.2f}  {backend:<{bw}}{solver:<{sw}}"
-                     f"{','.join(r['bad_statuses']) or '-'}")
-    return lines
 
 
 def cmd_label(args: argparse.Namespace) -> int:
@@ -273,7 +233,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
     out = Path(args.out)
     try:
-        before = solved.load(out) if out.exists() else solved.empty()
+        before = solved.open_file(out)
     except solved.LabelsError as exc:
         raise UserError(f"{exc}; choose another file to write") from exc
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
@@ -281,15 +241,11 @@ def cmd_label(args: argparse.Namespace) -> int:
     if args.moves:  # the file's positions that lack their best moves get them first
         lacking = int(before.moves_to_seek(args.retry_unproven).sum())
         with _progress(lacking, "positions", desc=f"best moves in {out.name}") as bar:
-            def filled(labels: solved.Labels, stats: solved.LabelStats) -> None:
-                solved.save(out, labels)
-                bar.update(stats.tried - bar.n)
-
-            before, fill = solved.add_moves(before, max_nodes=args.max_nodes, seconds=seconds, prover=prover,
-                                            workers=args.workers, retry_unproven=args.retry_unproven,
-                                            on_done=filled)
+            before, fill = solved.add_moves_to_file(out, before, max_nodes=args.max_nodes, seconds=seconds,
+                                                    prover=prover, workers=args.workers,
+                                                    retry_unproven=args.retry_unproven,
+                                                    on_progress=lambda stats: bar.update(stats.tried - bar.n))
         if fill.tried:
-            solved.save(out, before)
             print(f"best moves of {fill.with_moves:,} of the {lacking:,} positions of {out} that lacked them "
                   f"({fill.unproven:,} unproven within {args.max_nodes:,} nodes) in {fill.seconds:.0f} s")
         if fill.interrupted:
@@ -299,23 +255,16 @@ def cmd_label(args: argparse.Namespace) -> int:
             seconds -= fill.seconds
             if seconds <= 0:
                 return 0
-    exclude = solved.benchmark_keys() | before.keys()
-
     with _progress(args.positions or 0, "positions", desc=f"proving into {out.name}") as bar:
-        def saved(labels: solved.Labels, stats: solved.LabelStats) -> None:
-            solved.save(out, solved.concat(before, labels))
-            bar.update(stats.kept - bar.n)
-
         try:
-            labels, stats = solved.label(num_positions=args.positions, seconds=seconds, min_plies=args.plies[0],
-                                         max_plies=args.plies[1], max_nodes=args.max_nodes,
-                                         seed=args.seed + len(before), moves=args.moves, exclude=exclude,
-                                         prover=prover, workers=args.workers, on_kept=saved)
+            whole, stats = solved.label_into_file(out, before, num_positions=args.positions, seconds=seconds,
+                                                  min_plies=args.plies[0], max_plies=args.plies[1],
+                                                  max_nodes=args.max_nodes, seed=args.seed, moves=args.moves,
+                                                  prover=prover, workers=args.workers,
+                                                  on_progress=lambda stats: bar.update(stats.kept - bar.n))
         except ValueError as exc:
             raise UserError(str(exc)) from exc
         bar.update(stats.kept - bar.n)
-    whole = solved.concat(before, labels)
-    solved.save(out, whole)
     wins, draws, losses = whole.counts()
     moves = f", {stats.with_moves:,} with their best moves" if args.moves else ""
     print(f"wrote {out}: {len(whole):,} positions (W/D/L {wins:,}/{draws:,}/{losses:,}); {stats.kept:,} new of "
@@ -328,33 +277,28 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import kaggle_io
+    from connectx_az.evaluation import kaggle_io, reports
 
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
     _require(args, "kaggle_environments")
-    _kaggle_like_process(args.runtime)
+    kaggle_io.kaggle_like_process(args.runtime)
     kaggle_io.load_submission(args.submission)  # a file that is not a submission stops here, before the games
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
-                                    replay_dir=args.replays, act_timeout=args.act_timeout,
-                                    on_game=lambda _: bar.update(1))
-    bad = 0
+                                     replay_dir=args.replays, act_timeout=args.act_timeout,
+                                     on_game=lambda _: bar.update(1))
     rows = [r.as_dict() for r in results]
     if args.json:
         print(json.dumps({"results": rows}))
     else:
-        print("\n".join(validate_table(rows)))
-        print("seat 1 moves first; times are per move of the submission (one core); bank s: most of the 60 s "
-              f"overage bank used in one game, first s: by a game's first move; runtime {args.runtime}")
-        print(f"replays: {args.replays}")
-    for r in rows:
-        bad += r["losses"] + len(r["bad_statuses"])
+        print("\n".join(reports.validate_report(rows, runtime=args.runtime, replays=args.replays)))
+    bad = sum(r["losses"] + len(r["bad_statuses"]) for r in rows)
     return 1 if bad else 0
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import kaggle_io, pons
+    from connectx_az.evaluation import kaggle_io, pons, reports
 
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
@@ -366,17 +310,16 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         for path in args.submission:
             if not Path(path).is_file():
                 raise UserError(f"{path} not found; run `make submission` first")
-        _kaggle_like_process(args.runtime)
+        kaggle_io.kaggle_like_process(args.runtime)
         for path in args.submission:  # a file that is not a submission stops here, before the positions
             kaggle_io.load_submission(path)
         files = len(args.submission)
-        with _progress(_num_positions(args.sets, args.limit), "positions") as bar:
+        with _progress(pons.num_positions(args.sets, args.limit), "positions") as bar:
             graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
                                                     on_position=lambda: bar.update(1))
-        clock = f"@{args.act_timeout:g}s" + (f"+{args.bank:g}s" if args.bank else "")
-        clock += "" if args.runtime == "numpy" else f"/{args.runtime}"
-        for name, results in zip(_file_labels(args.submission), graded, strict=True):
+        clock = reports.clock_label(args.act_timeout, args.bank, args.runtime)
+        for name, results in zip(reports.file_labels(args.submission), graded, strict=True):
             table[(name if files > 1 else "submission") + clock] = results
         if files > 1:  # pair every later file with the first, on the same positions
             first, *later = table
@@ -387,35 +330,16 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         table = _grade_model(args.model, args)
         if args.compare:
             control = _grade_model(args.compare, args)
-    rows = {mode: {r.name: _cell(r) for r in results} for mode, results in table.items()}
-    for mode, results in control.items():
-        for mine, theirs in zip(table[mode], results, strict=True):
-            paired = pons.compare(mine, theirs)
-            rows[mode][mine.name].update(control=_cell(theirs), only_this_right=paired.only_first,
-                                         only_control_right=paired.only_second)
+    rows = reports.pons_rows(table, control)
     if args.json:
         print(json.dumps(rows))
         return 0
-    _print_grades(rows, control_label if control else None)
+    print("\n".join(reports.grades_table(rows, control_label if control else None)))
     return 0
 
 
-def _file_labels(paths: list[str]) -> list[str]:
-    """Short names of files for table rows: their stems where those differ, else the paths, numbered
-    (``#1``, ``#2``...) where a path is given twice."""
-    stems = [Path(p).stem for p in paths]
-    if len(set(stems)) == len(stems):
-        return stems
-    if len(set(paths)) == len(paths):
-        return list(paths)
-    return [f"{p}#{k}" for k, p in enumerate(paths, 1)]
-
-
 def cmd_eval_value(args: argparse.Namespace) -> int:
-    import dataclasses
-    import math
-
-    from connectx_az.evaluation import pons
+    from connectx_az.evaluation import pons, reports
     from connectx_az.training.export import OnnxRuntimeEvaluator
 
     bands = tuple(args.bands)
@@ -423,96 +347,27 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
         raise UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
     _require(args, *ONNXRUNTIME_EVALUATOR)
     graded: dict[str, list[Any]] = {}
-    labels = _file_labels(args.models)
-    for label, model in zip(labels, args.models, strict=True):
+    for label, model in zip(reports.file_labels(args.models), args.models, strict=True):
         evaluator = OnnxRuntimeEvaluator(model)
         with _progress(len(args.sets or pons.SETS), "sets", desc=f"values of {Path(model).name}") as bar:
             graded[label] = pons.value_calibrations(evaluator, children=args.children, limit=args.limit,
                                                     sets=args.sets, bands=bands, on_set=lambda: bar.update(1))
-    if args.json:
-        def plain(c: Any) -> dict[str, Any]:  # NaN (a set without decisive results) is not JSON: null
-            d = dataclasses.asdict(c)
-            d["mean_value"] = [None if math.isnan(m) else m for m in d["mean_value"]]
-            d["sign_accuracy"] = None if math.isnan(d["sign_accuracy"]) else d["sign_accuracy"]
-            return d
-
-        print(json.dumps({label: {c.name: plain(c) for c in cals} for label, cals in graded.items()}))
-        return 0
-    width = max(len(label) for label in labels) + 2
-    heads = "".join(f"{'±' + format(b, '.3g'):>8}" for b in bands)
-    print(f"{'model':<{width}}{'set':<15}{'n':>6}{heads}{'sign':>8}   mean value (true L/D/W)   "
-          f"true L, D, W read as L/D/W at ±{pons.WDL_THRESHOLD:.3g}")
-    for label, cals in graded.items():
-        for c in cals:
-            accs = "".join(f"{100 * a:>7.1f}%" for _, a in c.band_accuracy)
-            means = " / ".join("-" if math.isnan(m) else f"{m:+.2f}" for m in c.mean_value)  # NaN: no such result
-            sign = f"{'-':>8}" if math.isnan(c.sign_accuracy) else f"{100 * c.sign_accuracy:>7.1f}%"
-            confusion = ", ".join("/".join(str(k) for k in row) for row in c.confusion)
-            print(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{sign}   {means:<26}{confusion}")
-    print("±b: W/D/L accuracy reading v > b as a win, v < -b as a loss, else a draw (side to move; "
-          f"±{pons.WDL_THRESHOLD:.3g} is `eval pons`'s value row); sign: the value's sign right on the decisive "
-          "positions")
+    print(json.dumps(reports.value_json(graded)) if args.json else "\n".join(reports.value_table(graded, bands)))
     return 0
 
 
 def cmd_eval_show(args: argparse.Namespace) -> int:
-    tables = []
-    for path in args.files:
-        try:
-            table = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
-        if not isinstance(table, dict) or not all(isinstance(row, dict) and all(map(_is_grade, row.values()))
-                                                  for row in table.values()):
-            raise UserError(f"{path} is not the output of `eval pons --json`")
-        tables.append((Path(path).stem, table))
-    # Files join mode by mode (e.g. the same submission graded on different sets); where two grade
-    # the same mode on the same set (two models), every row is labelled with its file's name instead.
-    cells = [(mode, name) for _, table in tables for mode, row in table.items() for name in row]
-    labelled = len(cells) != len(set(cells))
-    rows: dict[str, dict] = {}
-    for stem, table in tables:
-        for mode, row in table.items():
-            rows.setdefault(f"{stem}:{mode}" if labelled else mode, {}).update(row)
-    _print_grades(rows, None)
+    from connectx_az.evaluation import reports
+
+    tables = [(Path(path).stem, reports.load_graded(path)) for path in args.files]
+    print("\n".join(reports.grades_table(reports.join_graded(tables), None)))
     return 0
 
 
-def _is_grade(cell: Any) -> bool:
-    """Whether ``cell`` is one set's cell of ``eval pons --json`` (a mode's grade, or the value head's)."""
-    return isinstance(cell, dict) and ("accuracy" in cell or {"mistake_rate", "strict_rate"} <= cell.keys())
-
-
-def _print_grades(rows: dict[str, dict], compare: str | None) -> None:
-    """The table of ``eval pons`` (rows: mode -> set -> JSON cell); sets a mode lacks print as ``-``."""
-    from connectx_az.evaluation import pons
-
-    names = [n for n in pons.SETS if any(n in row for row in rows.values())]
-    width = max([22, *(len(mode) + 2 for mode in rows)])
-    print(f"{'mode':<{width}}" + "".join(f"{n:>16}" for n in names))
-    for mode, row in rows.items():
-        print(f"{mode:<{width}}" + "".join(_cell_text(row[n]) if n in row else f"{'-':>16}" for n in names))
-        if compare and all("control" in row[n] for n in names if n in row):
-            print(f"{'  control':<{width}}" + "".join(_cell_text(row[n]["control"]) for n in names))
-            paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
-            print(f"{'  paired':<{width}}" + "".join(f"{cell:>16}" for cell in paired))
-    print("cells: mistake rate / strict mistake rate, or for value* the value head's W/D/L accuracy "
-          f"(v > {pons.WDL_THRESHOLD:.3g} win, v < -{pons.WDL_THRESHOLD:.3g} loss, else draw; side to move)")
-    if any(mode.split(":")[-1] == "value" for mode in rows):
-        print("value: the set's positions (Begin-Hard: all of the raw file, results only); value_children: the "
-              "positions after each legal move of the annotated positions (moves that end the game left out)")
-    if compare:
-        print(f"control: {compare}; paired: +positions this model gets right that the control misses, "
-              "-the reverse")
-    for mode, row in rows.items():
-        if mode.split(":")[-1] in ("policy", "value", "value_children") or "@" in mode:
-            print(f"positions per set ({mode}): " + ", ".join(f"{n} {v['n']}" for n, v in row.items()))
-
-
 def cmd_eval_paired(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import pons
+    from connectx_az.evaluation import pons, reports
 
-    (label_a, rows_a), (label_b, rows_b) = (_graded_mode(spec) for spec in (args.a, args.b))
+    (label_a, rows_a), (label_b, rows_b) = (reports.graded_mode(spec) for spec in (args.a, args.b))
     try:
         counts = pons.paired(rows_a, rows_b)
     except (KeyError, TypeError) as exc:
@@ -521,85 +376,19 @@ def cmd_eval_paired(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if not counts:
         raise UserError(f"{label_a} and {label_b} share no set")
-    if args.json:
-        print(json.dumps(counts))
-        return 0
-    print(f"a: {label_a}\nb: {label_b}")
-    print(f"{'set':<15}{'n':>6}{'a wrong':>9}{'b wrong':>9}{'only a':>8}{'only b':>8}{'both':>6}")
-    for name, c in counts.items():
-        print(f"{name:<15}{c['n']:>6}{c['only_a'] + c['both']:>9}{c['only_b'] + c['both']:>9}"
-              f"{c['only_a']:>8}{c['only_b']:>8}{c['both']:>6}")
-    print("only a: positions a answers with a mistake and b does not (and the reverse for only b)")
+    print(json.dumps(counts) if args.json else "\n".join(reports.paired_table(label_a, label_b, counts)))
     return 0
 
 
-def _graded_mode(spec: str) -> tuple[str, dict]:
-    """``(label, rows)`` for ``FILE[:MODE]``: one mode of an ``eval pons --json`` output (MODE may be left out
-    when the file holds one)."""
-    path, _, mode = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
-    if not isinstance(table, dict) or not table:
-        raise UserError(f"{path} is not the output of `eval pons --json`")
-    if not mode:
-        if len(table) != 1:
-            raise UserError(f"{path} holds the modes {', '.join(table)}; pick one as {path}:MODE")
-        mode = next(iter(table))
-    if mode not in table:
-        raise UserError(f"{path} has no mode {mode!r}; it holds {', '.join(table)}")
-    return f"{path}:{mode}", table[mode]
-
-
 def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
-    """Raw policy, MCTS at each of ``args.sims``, and the value head of ONNX ``model`` on the chosen sets.
-
-    A progress bar on stderr counts the work in network evaluations per position: one for the policy
-    and each value grading of a set, ``sims`` for each MCTS grading of a set.
-    """
-    from connectx_az.engine import mcts
+    """``pons.grade_model`` of ONNX ``model`` at ``args.sims``, with a progress bar on stderr that counts the
+    work in network evaluations per position (``pons.grading_evals``)."""
     from connectx_az.evaluation import pons
     from connectx_az.training.export import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(model)
-    num_sets = len(args.sets or pons.SETS)
-    with _progress(num_sets * (3 + sum(args.sims)), "evals", desc=f"grading {Path(model).name}") as bar:
-        def step(weight: int = 1) -> Callable[[], None]:
-            return lambda: bar.update(weight)
-
-        table: dict[str, list[Any]] = {
-            "policy": pons.grade_sets(lambda pos: pons.choose_policy(evaluator, pos), limit=args.limit,
-                                      sets=args.sets, on_set=step())}
-        for sims in args.sims:
-            table[f"mcts{sims}"] = pons.search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=sims),
-                                                             limit=args.limit, sets=args.sets, on_set=step(sims))
-        table["value"] = pons.value_accuracy(evaluator, limit=args.limit, sets=args.sets, on_set=step())
-        table["value_children"] = pons.value_accuracy(evaluator, children=True, limit=args.limit, sets=args.sets,
-                                                      on_set=step())
-    return table
-
-
-def _cell(result: Any) -> dict[str, Any]:
-    """One set's grade as JSON: ``n`` and the mistake rates, or the value head's ``accuracy``."""
-    if hasattr(result, "accuracy"):  # mistakes: which positions the value head classed wrong
-        return {"n": result.num_positions, "accuracy": round(result.accuracy, 4),
-                "mistakes": [i for i, right in enumerate(result.is_correct) if not right]}
-    return {"n": result.num_positions, "mistake_rate": round(result.mistake_rate, 4),
-            "strict_rate": round(result.strict_rate, 4),
-            "mistakes": [i for i, wrong in enumerate(result.is_mistake) if wrong]}
-
-
-def _cell_text(cell: dict[str, Any]) -> str:
-    if "accuracy" in cell:
-        return f"{100 * cell['accuracy']:>15.1f}%"
-    return f"{100 * cell['mistake_rate']:>8.1f}%/{100 * cell['strict_rate']:>5.1f}%"
-
-
-def _num_positions(sets: list[str] | None, limit: int | None) -> int:
-    from connectx_az.evaluation import pons
-
-    return sum(len(pons.load_set(name, limit=limit)) for name in sets or pons.SETS)
+    with _progress(pons.grading_evals(args.sims, args.sets), "evals", desc=f"grading {Path(model).name}") as bar:
+        return pons.grade_model(evaluator, sims=args.sims, limit=args.limit, sets=args.sets, on_evals=bar.update)
 
 
 class _NoBar:
@@ -634,23 +423,6 @@ def _add_runtime(parser: argparse.ArgumentParser) -> None:
                         help="what the agent may import: numpy (default; onnxruntime, torch and numba blocked: "
                              "the worst case), kaggle (onnxruntime blocked: numba and torch as Kaggle's image most "
                              "likely has them), full (everything installed here)")
-
-
-def _kaggle_like_process(runtime: str) -> None:
-    """Make this process look like Kaggle's agent sandbox: one core, and ``runtime``'s packages blocked.
-
-    Only the ``validate`` and ``eval pons --submission`` commands call this, for their own process,
-    before anything imports the blocked packages.
-    """
-    from connectx_az.evaluation import kaggle_io
-
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    blocked = kaggle_io.runtime_blocked(runtime)
-    for name in [n for n in sys.modules if n.split(".")[0] in blocked]:
-        sys.modules.pop(name)
-    if blocked:
-        exec(kaggle_io.sandbox_prelude(blocked), {})
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -706,7 +478,7 @@ def cmd_bench_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import bench
+    from connectx_az.evaluation import bench, pons
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise UserError("--deadline and --limit must be positive")
@@ -715,7 +487,7 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
     sets = tuple(args.sets or bench.SOLVER_SETS)
     solvers = tuple(args.solvers)
     budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
-    with _progress(len(solvers) * _num_positions(list(sets), args.limit), "positions") as bar:
+    with _progress(len(solvers) * pons.num_positions(sets, args.limit), "positions") as bar:
         result = bench.bench_solver(limit=args.limit, sets=sets, budgets=budgets, solvers=solvers,
                                     on_position=lambda: bar.update(1))
     print(json.dumps(result) if args.json else bench.format_solver_result(result))
@@ -756,24 +528,9 @@ def cmd_arena(args: argparse.Namespace) -> int:
     results = arena.round_robin(players, args.games, act_timeout=args.act_timeout, opening_plies=args.opening_plies,
                                 seed=args.seed, on_game=lambda r: log.info("%s vs %s: %s (%s, %d plies)", r.first,
                                                                            r.second, r.score, r.reason, r.num_plies))
-    anchor = "random" if "random" in players else None
-    ratings = arena.elo_ratings(results, anchor=anchor, seed=args.seed)
-    pairs = arena.head_to_head(results)
-    failures = [r.as_dict() for r in results if r.reason.startswith(("illegal", "error", "timeout"))]
-    if args.json:
-        print(json.dumps({"ratings": [r.as_dict() for r in ratings], "pairs": pairs, "failures": failures,
-                          "games": [r.as_dict() for r in results], "anchor": anchor}))
-        return 0
-    print(arena.format_ratings(ratings))
-    print(f"Elo: Bradley-Terry fit, {'random = 0' if anchor else 'mean 0'}, one virtual draw per pair; "
-          "95% CI: 200 simulated tournaments")
-    width = max(len(name) for name in players)
-    print(f"\n{'pair':<{2 * width + 4}}  win draw loss")
-    for p in pairs:
-        print(f"{p['a']:<{width}} vs {p['b']:<{width}}  {p['wins']:>3} {p['draws']:>4} {p['losses']:>4}")
-    print(f"{args.games} games a pair, seats swapped after each random {args.opening_plies}-ply opening")
-    for f in failures:
-        print(f"lost by rule: {f['first']} vs {f['second']}: {f['reason']}")
+    summary = arena.report(results, list(players), seed=args.seed)
+    print(json.dumps(arena.report_json(summary, results)) if args.json else
+          "\n".join(arena.format_report(summary, list(players), games=args.games, opening_plies=args.opening_plies)))
     return 0
 
 
@@ -805,7 +562,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     from connectx_az.engine import game
-    from connectx_az.evaluation import kaggle_io, players
+    from connectx_az.evaluation import kaggle_io, players, reports
 
     if args.sims < 1:
         raise UserError("--sims must be >= 1")
@@ -817,7 +574,7 @@ def cmd_play(args: argparse.Namespace) -> int:
           "type a column 1-7, or q to quit")
     while True:
         observation, configuration = kaggle_io.kaggle_inputs(position, mask)
-        print(f"\n{render_board(observation['board'])}")
+        print(f"\n{reports.render_board(observation['board'])}")
         over = game.outcome(position, mask)
         if over is not None:
             mover_is_human = (game.num_stones(mask) - 1) % 2 == human
@@ -841,16 +598,6 @@ def cmd_play(args: argparse.Namespace) -> int:
             col = int(agent(observation, configuration))
             print(f"agent plays {col + 1}")
         position, mask = game.play(position, mask, col)
-
-
-def render_board(board: Sequence[int]) -> str:
-    """Kaggle's 42-cell board as text, top row first: ``X`` player 1, ``O`` player 2, columns numbered 1-7."""
-    from connectx_az.engine import game
-
-    symbols = {0: ".", 1: "X", 2: "O"}
-    rows = [" ".join(symbols[board[row * game.COLS + col]] for col in range(game.COLS))
-            for row in range(game.ROWS)]
-    return "\n".join([*rows, " ".join(str(col + 1) for col in range(game.COLS))])
 
 
 # --------------------------------------------------------------------------- parser

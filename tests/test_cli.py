@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from connectx_az import cli
-from connectx_az.engine import game
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ONNX = ROOT / "connectx_az" / "models" / "default.onnx"
@@ -290,17 +289,6 @@ def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_p
     assert sorted(p.name for p in (tmp_path / "replays").iterdir()) == ["random_seat1.html", "random_seat2.html"]
 
 
-def test_validate_table_keeps_the_backend_and_solver_columns_apart() -> None:
-    row = {"opponent": "negamax", "seat": 1, "wins": 3, "draws": 0, "losses": 0, "mean_move_s": 1.5,
-           "max_move_s": 2.0, "max_bank_used_s": 0.5, "max_first_move_bank_s": 0.25, "bad_statuses": []}
-    rows = [{**row, "backends": ["onnxruntime"], "solvers": ["numba"]},
-            {**row, "seat": 2, "backends": ["numpy"], "solvers": ["numba", "python"], "bad_statuses": ["ERROR"]}]
-    header, first, second = cli.validate_table(rows)
-    assert "onnxruntime  numba" in first and "numpy        numba,python  ERROR" in second
-    for word, cell in (("backend", "onnxruntime"), ("solver", "numba"), ("other", "-")):
-        assert header.index(word) == first.index(cell, header.index("backend")), word
-
-
 def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     from connectx_az.training import solved
 
@@ -341,13 +329,6 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     (tmp_path / "junk.npz").write_text("junk")
     bad = _run("label", str(tmp_path / "junk.npz"), "--positions", "1")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a labels file" in bad.stderr
-
-
-def test_render_board_numbers_the_columns() -> None:
-    board = game.to_kaggle(*game.from_moves("44"), mark=1)
-    lines = cli.render_board(board).splitlines()
-    assert lines[-1] == "1 2 3 4 5 6 7"
-    assert lines[-2] == ". . . X . . ." and lines[-3] == ". . . O . . ."
 
 
 def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -587,6 +587,12 @@ class FrontierShare:
     tried: int
     node_budget: int
 
+    def describe(self) -> str:
+        """One line, as ``connectx-az book --frontier`` prints it."""
+        return (f"ply {self.ply} ({self.num_positions:,} positions): {self.kind} solver proves {self.proven} of "
+                f"{self.tried} sampled ({self.proven / max(self.tried, 1):.0%}) within the agent's budget "
+                f"({self.node_budget:,} nodes)")
+
 
 def frontier_shares(state: State, depth: int, *, limit: int, seed: int = 0, root: Node = (0, 0),
                     kinds: tuple[str, ...] = ("python", "numba")) -> list[FrontierShare]:

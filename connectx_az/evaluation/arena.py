@@ -285,6 +285,46 @@ def head_to_head(results: Sequence[GameResult]) -> list[dict[str, Any]]:
     return [{"a": a, "b": b, "wins": w, "draws": d, "losses": lo} for (a, b), (w, d, lo) in table.items()]
 
 
+@dataclass(frozen=True)
+class Report:
+    """A tournament's outcome: ``ratings`` (``elo_ratings``, anchored at ``anchor`` where that player
+    took part), ``pairs`` (``head_to_head``) and ``failures``, the games lost by rule (illegal move,
+    error or timeout) as ``GameResult.as_dict`` rows."""
+
+    ratings: list[Rating]
+    pairs: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+    anchor: str | None
+
+
+def report(results: Sequence[GameResult], names: Sequence[str], *, seed: int = 0) -> Report:
+    """The ``Report`` of ``results`` among the players ``names``; ``random`` is Elo 0 where it played."""
+    anchor = "random" if "random" in names else None
+    return Report(ratings=elo_ratings(results, anchor=anchor, seed=seed), pairs=head_to_head(results),
+                  failures=[r.as_dict() for r in results if r.reason.startswith(("illegal", "error", "timeout"))],
+                  anchor=anchor)
+
+
+def report_json(summary: Report, results: Sequence[GameResult]) -> dict[str, Any]:
+    """``connectx-az arena --json``: ratings, pairs, failures, every game and the anchor."""
+    return {"ratings": [r.as_dict() for r in summary.ratings], "pairs": summary.pairs, "failures": summary.failures,
+            "games": [r.as_dict() for r in results], "anchor": summary.anchor}
+
+
+def format_report(summary: Report, names: Sequence[str], *, games: int, opening_plies: int) -> list[str]:
+    """``connectx-az arena``'s lines: the ratings, how they were fitted, the pairs, the games lost by rule."""
+    lines = [format_ratings(summary.ratings),
+             f"Elo: Bradley-Terry fit, {'random = 0' if summary.anchor else 'mean 0'}, one virtual draw per pair; "
+             "95% CI: 200 simulated tournaments"]
+    width = max(len(name) for name in names)
+    lines.append(f"\n{'pair':<{2 * width + 4}}  win draw loss")
+    for p in summary.pairs:
+        lines.append(f"{p['a']:<{width}} vs {p['b']:<{width}}  {p['wins']:>3} {p['draws']:>4} {p['losses']:>4}")
+    lines.append(f"{games} games a pair, seats swapped after each random {opening_plies}-ply opening")
+    lines.extend(f"lost by rule: {f['first']} vs {f['second']}: {f['reason']}" for f in summary.failures)
+    return lines
+
+
 def format_ratings(ratings: Sequence[Rating]) -> str:
     """The ratings as a text table: player, games, score %, Elo, 95% CI."""
     width = max(len("player"), *(len(r.name) for r in ratings))

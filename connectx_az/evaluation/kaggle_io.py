@@ -3,12 +3,15 @@
 ``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position;
 ``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox (and
 defines ``kaggle_sandbox``'s helpers there); ``load_submission`` executes a
-``submission.py`` as Kaggle does and returns its last callable; ``validate`` plays a
-built submission through kaggle-environments.
+``submission.py`` as Kaggle does and returns its last callable; ``kaggle_like_process`` makes the
+calling process itself look like the sandbox; ``validate`` plays a built submission through
+kaggle-environments.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +88,22 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
         "import numpy  # noqa: E402,F401\n"
         + Path(__file__).with_name("kaggle_sandbox.py").read_text(encoding="utf-8")
     )
+
+
+def kaggle_like_process(runtime: str) -> None:
+    """Make this process look like Kaggle's agent sandbox: one core, and ``runtime``'s packages blocked.
+
+    For a command's own process (``validate``, ``eval pons --submission``), called before anything
+    imports the blocked packages: it pins the process to its lowest core, drops the blocked packages
+    already imported from ``sys.modules`` and installs ``sandbox_prelude``'s import blocker.
+    """
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    blocked = runtime_blocked(runtime)
+    for name in [n for n in sys.modules if n.split(".")[0] in blocked]:
+        sys.modules.pop(name)
+    if blocked:
+        exec(sandbox_prelude(blocked), {})
 
 
 BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")

@@ -8,7 +8,8 @@ move strings are 1-based, as Pons writes them.
 ``grade`` scores chosen columns against a set; ``grade_sets`` runs any chooser (positions ->
 columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
 per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed simulation count, and
-``submissions_mistake_rates`` built ``submission.py`` files under the Kaggle clock.
+``submissions_mistake_rates`` built ``submission.py`` files under the Kaggle clock; ``grade_model``
+is ``eval pons``'s grading of a network (raw policy, MCTS, value head).
 
 ``value_accuracy`` grades a network's value head instead: its W/D/L class (``wdl_class``: above
 1/3 a win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each
@@ -416,6 +417,39 @@ def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *
                          on_set: Callable[[], None] | None = None) -> list[SetResult]:
     """Pons grades of MCTS without noise at ``search.num_simulations`` simulations; ``on_set()`` after each set."""
     return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets, on_set=on_set)
+
+
+def num_positions(sets: Sequence[str] | None = None, limit: int | None = None) -> int:
+    """How many positions ``sets`` (default all) hold, ``limit`` at most a set."""
+    return sum(len(load_set(name, limit=limit)) for name in sets or SETS)
+
+
+def grading_evals(sims: Sequence[int], sets: Sequence[str] | None = None) -> int:
+    """The network evaluations a position that ``grade_model`` makes over ``sets``: the unit of its ``on_evals``."""
+    return len(sets or SETS) * (3 + sum(sims))
+
+
+def grade_model(evaluator: mcts.Evaluator, *, sims: Sequence[int], limit: int | None = None,
+                sets: list[str] | None = None,
+                on_evals: Callable[[int], None] | None = None) -> dict[str, list[SetResult] | list[ValueResult]]:
+    """``eval pons``'s grades of a network: mode -> one grade a set.
+
+    The modes: ``policy`` (the raw policy), ``mcts<N>`` for each of ``sims`` (``search_mistake_rates``),
+    ``value`` and ``value_children`` (``value_accuracy`` on the sets' positions and on their children).
+    ``on_evals(n)`` after each set of each mode, ``n`` its network evaluations a position (1, or N
+    for ``mcts<N>``): a progress bar's steps, ``grading_evals`` in all.
+    """
+    def step(weight: int = 1) -> Callable[[], None] | None:
+        return None if on_evals is None else lambda: on_evals(weight)
+
+    table: dict[str, list[SetResult] | list[ValueResult]] = {
+        "policy": grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit, sets=sets, on_set=step())}
+    for num_sims in sims:
+        table[f"mcts{num_sims}"] = search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=num_sims),
+                                                        limit=limit, sets=sets, on_set=step(num_sims))
+    table["value"] = value_accuracy(evaluator, limit=limit, sets=sets, on_set=step())
+    table["value_children"] = value_accuracy(evaluator, children=True, limit=limit, sets=sets, on_set=step())
+    return table
 
 
 def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int | None = None,

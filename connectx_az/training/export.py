@@ -234,6 +234,22 @@ class OnnxRuntimeEvaluator(backends.OrtEvaluator):
             raise ModelError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
 
 
+def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Path,
+                    data: dict[str, Any]) -> dict[str, Any]:
+    """``model_card`` of the model at ``path`` exported from ``checkpoint`` (``net``, and ``data`` as
+    ``network.load_checkpoint`` read it): its parameters, checkpoint and generation, and where the
+    checkpoint's folder is a run (``runs.METRICS``), how it was trained (``train.summarize``)."""
+    from connectx_az.training import runs, train
+
+    checkpoint = Path(checkpoint)
+    card = model_card(path, parameters=net.num_parameters(), checkpoint=str(checkpoint),
+                      generation=data.get("generation"))
+    if (checkpoint.parent / runs.METRICS).is_file():
+        card["training"] = train.summarize(runs.read_metrics(checkpoint.parent), data.get("config"))
+        card["trained_by"] = card["training"].pop("command")
+    return card
+
+
 def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     """The model card saved beside an exported model (``cli export``, the notebook).
 

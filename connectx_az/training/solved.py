@@ -330,6 +330,57 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
             yield key, result.get()
 
 
+def open_file(path: str | Path) -> Labels:
+    """The labels a run of ``connectx-az label`` adds to: the file's, or none where it does not exist yet.
+
+    ``LabelsError`` where a file is there and is not a labels file."""
+    path = Path(path)
+    return load(path) if path.exists() else empty()
+
+
+def add_moves_to_file(path: str | Path, labels: Labels, *, max_nodes: int, seconds: float | None,
+                      prover: solver.Solver, workers: int = 1, retry_unproven: bool = False,
+                      on_progress: Callable[[LabelStats], None] | None = None) -> tuple[Labels, LabelStats]:
+    """``add_moves`` over ``labels`` (the file's), the file at ``path`` rewritten with what is proven every
+    100 positions tried (``on_progress(stats)`` after each such save) and at the end where any was tried."""
+    def done(so_far: Labels, stats: LabelStats) -> None:
+        save(path, so_far)
+        if on_progress is not None:
+            on_progress(stats)
+
+    labels, stats = add_moves(labels, max_nodes=max_nodes, seconds=seconds, prover=prover, workers=workers,
+                              retry_unproven=retry_unproven, on_done=done)
+    if stats.tried:
+        save(path, labels)
+    return labels, stats
+
+
+def label_into_file(path: str | Path, before: Labels, *, num_positions: int | None, seconds: float | None,
+                    min_plies: int, max_plies: int, max_nodes: int, seed: int, moves: bool, prover: solver.Solver,
+                    workers: int = 1,
+                    on_progress: Callable[[LabelStats], None] | None = None) -> tuple[Labels, LabelStats]:
+    """``(before + new labels, stats)``: ``label`` new positions into the file at ``path``, which holds ``before``.
+
+    The Pons positions and those of ``before`` are excluded, and ``seed`` is offset by ``len(before)``, so
+    a file added to draws afresh.  The file is rewritten with ``before`` and what is kept so far every 100
+    kept positions (``on_progress(stats)`` after each such save), and at the end.  Raises ``ValueError``
+    as ``label`` does.
+    """
+    exclude = benchmark_keys() | before.keys()
+
+    def kept(labels: Labels, stats: LabelStats) -> None:
+        save(path, concat(before, labels))
+        if on_progress is not None:
+            on_progress(stats)
+
+    labels, stats = label(num_positions=num_positions, seconds=seconds, min_plies=min_plies, max_plies=max_plies,
+                          max_nodes=max_nodes, seed=seed + len(before), moves=moves, exclude=exclude, prover=prover,
+                          workers=workers, on_kept=kept)
+    whole = concat(before, labels)
+    save(path, whole)
+    return whole, stats
+
+
 def _default_prover() -> solver.Solver:
     from connectx_az.engine import solver_numba
 

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -343,6 +343,16 @@ def _tensorboard(run_dir: Path) -> Any:
     except ImportError:
         return None
     return SummaryWriter(str(run_dir / "tensorboard"))
+
+
+def warm_start_config(config: RunConfig, init_model: str | Path) -> RunConfig:
+    """``config`` with the network of checkpoint ``init_model`` (unchanged where it has that one already).
+
+    For a preset whose network neither ``--set net.*`` nor ``--config`` chose: a warm start continues
+    the network it starts from.
+    """
+    net = load_checkpoint(init_model)[0].config
+    return config if net == config.net else replace(config, net=net)
 
 
 def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict[str, Any]:
