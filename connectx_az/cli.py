@@ -131,7 +131,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     model = Path(args.model)
     metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
     book = None if args.no_book else Path(args.book)
-    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book)
+    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book,
+                                      torch_backend=args.torch_backend)
     print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
     summary = cards.summary_lines(metadata, model=model, sha256=report.model_sha256, net_label=report.net_label)
     print(summary[0])
@@ -666,6 +667,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
     p.add_argument("--book", default=str(DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
     p.add_argument("--no-book", action="store_true", help="embed no opening book")
+    p.add_argument("--torch-backend", action="store_true",
+                   help="also paste the torch runtime (agent/onnx_torch.py), for an agent configured to try "
+                        "backend torch (benchmarks; the default agent never uses it)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("card", help="show a model's card: what it is, how it was trained, how strong")

@@ -106,9 +106,14 @@ def test_file_layout(small_onnx, tmp_path):
     out = tmp_path / "submission.py"
     report = builder.build_submission(small_onnx, out, metadata={"generation": 7})
     text = out.read_text()
-    for rel in ("engine/game.py", "engine/mcts.py", "engine/solver.py", "agent/onnx_numpy.py", "agent/onnx_torch.py",
-                "agent/fallback.py", "agent/backends.py", "agent/template.py"):
+    for rel in ("engine/game.py", "engine/mcts.py", "engine/solver.py", "agent/onnx_numpy.py", "agent/fallback.py",
+                "agent/backends.py", "agent/template.py"):
         assert (PACKAGE / rel).read_text() in text, rel  # the same tested source, verbatim
+    # the torch runtime only on request: the default agent never uses it
+    torch_source = (PACKAGE / "agent" / "onnx_torch.py").read_text()
+    assert torch_source not in text and "onnx_torch.py" not in text
+    with_torch = builder.build_submission(small_onnx, tmp_path / "torch.py", torch_backend=True)
+    assert torch_source in with_torch.path.read_text() and with_torch.num_bytes > report.num_bytes
     assert "GumbelConfig" not in text and "_considered_visits" not in text  # self-play's Gumbel root stays home
     assert report.model_sha256 in text.split("\n", 3)[2]  # header names the model
     assert '"generation": 7' in text and "1x16" in text
@@ -206,7 +211,7 @@ def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_p
     from connectx_az.agent import backends
 
     out = tmp_path / "submission.py"
-    builder.build_submission(small_onnx, out)
+    builder.build_submission(small_onnx, out, torch_backend=True)
     np.save(tmp_path / "positions.npy", export.random_positions(32, np.random.default_rng(22)))
     runner = tmp_path / "runner.py"
     runner.write_text(_TORCH_RUNNER)
@@ -221,6 +226,23 @@ def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_p
     assert "connectx_az_submission.onnx_torch" in result["modules"] and "connectx_az" not in result["modules"]
     # the shipped order, where onnxruntime is missing and torch imports
     assert result["default_backend"] == next(b for b in backends.BACKENDS if b != "onnxruntime")
+
+
+def test_the_default_submission_has_no_torch_runtime(small_onnx, tmp_path):
+    # built without --torch-backend, an agent configured for torch falls back to the numpy runtime
+    out = tmp_path / "submission.py"
+    builder.build_submission(small_onnx, out)
+    np.save(tmp_path / "positions.npy", export.random_positions(4, np.random.default_rng(23)))
+    runner = tmp_path / "runner.py"
+    runner.write_text(_TORCH_RUNNER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run([sys.executable, "-I", str(runner), str(out), str(tmp_path / "positions.npy")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["backend"] == "numpy" and "onnx_torch" in result["load_error"], result["load_error"]
+    assert result["diff"] <= 1e-4 and result["default_backend"] == "numpy"
+    assert not any("onnx_torch" in m for m in result["modules"])
 
 
 @pytest.mark.slow

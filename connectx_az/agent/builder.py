@@ -7,9 +7,9 @@
    and the base64 opening book (``book.py``'s file; ``""`` with ``book_path=None``);
 3. each module's source **verbatim** as a raw string literal: ``engine/game.py``,
    ``engine/book.py``, ``engine/mcts.py``, ``engine/solver.py``, ``engine/solver_numba.py``,
-   ``agent/onnx_numpy.py``, ``agent/onnx_torch.py``, ``agent/fallback.py``, ``agent/backends.py``,
-   ``agent/template.py``, read from disk at build time, never from a hand-kept
-   copy;
+   ``agent/onnx_numpy.py``, ``agent/fallback.py``, ``agent/backends.py``,
+   ``agent/template.py`` (and ``agent/onnx_torch.py`` with ``torch_backend``), read from
+   disk at build time, never from a hand-kept copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
@@ -19,6 +19,11 @@
 5. ``_agent``, the template's ``Agent`` with the embedded model, and last
    ``def agent(observation, configuration)`` calling it: Kaggle executes the
    file with an empty globals dict and takes the last callable it defines.
+
+``onnx_torch`` (the model run by torch) is pasted only on request (``torch_backend``,
+``build --torch-backend``): the agent's default order ``backends.BACKENDS`` never uses it, and
+benchmarks that compare the torch backend ask for it.  Without it ``backends`` finds no
+``onnx_torch`` and a ``torch`` backend is simply unavailable.
 
 If ``book``, ``solver``, ``solver_numba`` or ``onnx_torch`` fails to load in the
 sandbox, the template runs without it (numba and torch themselves are imported
@@ -66,6 +71,8 @@ MODULES = (
     ("template", "agent/template.py"),
 )
 OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba", "onnx_torch"})  # the agent plays on without these
+#: pasted only with ``torch_backend``: the agent's default backends never use it
+TORCH_MODULE = "onnx_torch"
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
 #: packages Kaggle's image may lack: imported only where their absence is caught
@@ -240,12 +247,15 @@ def build_submission(
     metadata: dict | None = None,
     expected_sha256: str | None = None,
     book_path: str | Path | None = DEFAULT_BOOK,
+    torch_backend: bool = False,
 ) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
     ``expected_sha256``, when given, must match the model bytes (e.g. the value
     in the export report).  ``metadata`` (JSON-able) goes into the header.
-    ``book_path``: the opening book to embed (``None``: none).  Raises ``BuildError``.
+    ``book_path``: the opening book to embed (``None``: none).  ``torch_backend``:
+    also paste ``agent/onnx_torch.py``, for an agent configured to try the ``torch``
+    backend (benchmarks; the default agent never does).  Raises ``BuildError``.
     """
     out_path = Path(out_path)
     data = _read_model(model_path)
@@ -267,8 +277,9 @@ def build_submission(
         raise BuildError(f"output folder {out_path.parent} is not writable; choose another --out")
 
     rewrite = _loader_namespace()["_rewrite_imports"]
+    modules = [(name, rel) for name, rel in MODULES if torch_backend or name != TORCH_MODULE]
     sources = []
-    for name, rel in MODULES:
+    for name, rel in modules:
         path = PACKAGE_DIR / rel
         if not path.is_file():
             raise BuildError(f"package source {path} is missing")
@@ -291,7 +302,7 @@ def build_submission(
         f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
         f"float16 weights: {model.has_float16_weights}\n",
         book_line,
-        f"# sources: {', '.join(rel for _, rel in MODULES)}\n",
+        f"# sources: {', '.join(rel for _, rel in modules)}\n",
         f"# metadata: {meta}\n",
         "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
         "_T_START = time.perf_counter()\n",

@@ -350,7 +350,8 @@ def bench_game(model: str | Path, *, repeats: int = 1, max_moves: int | None = N
                overage: float = 60.0) -> dict[str, Any]:
     """The numpy and torch backends over one game's worth of moves, the model's load charged to the first.
 
-    Builds ``submission.py`` for ``model``; per runtime of ``GAME_RUNTIMES``
+    Builds ``submission.py`` for ``model`` with the torch runtime pasted (``torch_backend``); per runtime of
+    ``GAME_RUNTIMES``
     (``numpy``: torch blocked; ``torch``: only onnxruntime blocked, torch tried
     first) a fresh interpreter plays the first player's moves of
     ``game_line()`` (``max_moves`` of them: all 21 by default) under Kaggle's
@@ -373,7 +374,8 @@ def bench_game(model: str | Path, *, repeats: int = 1, max_moves: int | None = N
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in GAME_RUNTIMES}
     with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
         submission = Path(tmp) / "submission.py"
-        builder.build_submission(model, submission, book_path=None)  # the book would answer the line's openings
+        # no book: it would answer the line's openings
+        builder.build_submission(model, submission, book_path=None, torch_backend=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         for repeat in range(repeats):
