@@ -12,7 +12,8 @@ import time
 import numpy as np
 import torch
 
-from connectx_az import network, pons, replay, solved, train
+from connectx_az.training import network, replay, solved, train
+from connectx_az.evaluation import pons
 
 lr, per, steps, out = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 torch.set_num_threads(1)

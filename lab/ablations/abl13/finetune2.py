@@ -9,7 +9,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from connectx_az import network, pons, replay, solved
+from connectx_az.training import network, replay, solved
+from connectx_az.evaluation import pons
 
 lr, per, steps, kind, weight, out = (float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
                                      float(sys.argv[5]), sys.argv[6])

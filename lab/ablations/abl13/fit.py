@@ -5,7 +5,8 @@ import sys
 import numpy as np
 import torch
 
-from connectx_az import game, network, solved
+from connectx_az.engine import game
+from connectx_az.training import network, solved
 
 net, _ = network.load_checkpoint(sys.argv[1])
 if len(sys.argv) > 2:

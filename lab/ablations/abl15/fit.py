@@ -1,7 +1,8 @@
 """Raw-policy fit of ONNX models on a label file's positions with best moves, by plies: share whose argmax is a best move."""
 import sys
 import numpy as np
-from connectx_az import export, game, solved
+from connectx_az.training import export, solved
+from connectx_az.engine import game
 
 labels = solved.load(sys.argv[1])
 keep = labels.has_moves() & (labels.best != solved.UNPROVEN_MOVES)

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from connectx_az import network, pons, replay, solved
+from connectx_az.training import network, replay, solved
+from connectx_az.evaluation import pons
 
 lr, per, steps, weight, labels_path, out = (float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                             float(sys.argv[4]), sys.argv[5], sys.argv[6])
