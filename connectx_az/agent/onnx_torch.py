@@ -1,7 +1,8 @@
 """Run the exported policy-value ONNX graph with torch on one thread, where torch imports.
 
 Kaggle's agent image very likely has torch and not onnxruntime; this module is
-pasted into ``submission.py`` (``builder``) after ``onnx_numpy``, whose reader
+pasted into ``submission.py`` (``builder``, only with ``build --torch-backend``: the
+default backends never use it) after ``onnx_numpy``, whose reader
 parses the bytes, checks the graph and folds its constants
 (``onnx_numpy.read_graph``, ``onnx_numpy.fold_constants``).  Here the nodes
 left to run are only mapped onto torch operators, so both runtimes run the same
