@@ -122,7 +122,8 @@ _KILLED_PARENT = """
 import os, signal, sys
 import numpy as np
 from conftest import UniformEvaluator
-from connectx_az import mcts, selfplay, workers
+from connectx_az.engine import mcts
+from connectx_az.training import selfplay, workers
 
 def die(_):
     import multiprocessing

@@ -3,7 +3,7 @@
 The Kaggle image has numpy but very likely no onnxruntime, and this module is
 pasted verbatim into ``submission.py``, so it carries its own reader for the
 protobuf wire format and executes only the handful of operators that
-``connectx_az.export`` produces::
+``connectx_az.training.export`` produces::
 
     Conv (any square kernel, symmetric pads, stride 1, group 1), Relu, Add,
     Flatten, Gemm, Tanh, Squeeze, Unsqueeze, Reshape, Constant, Identity, Cast,
