@@ -79,8 +79,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
     if args.resume:
         cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
-        if args.show_config and cfg is not None:
-            print(json.dumps(config.to_dict(cfg), indent=2))
+        if args.show_config:
+            print(json.dumps(config.to_dict(cfg or config.load_config(args.resume)), indent=2))
+            return 0
         ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
                          threads=args.threads, device=args.device, time_budget=budget)
     else:
@@ -93,6 +94,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             cfg = warm
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
+            return 0
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
                          progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget)
     print(f"checkpoint: {ckpt}")
@@ -627,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "
                         "seconds, or e.g. 90s, 45m, 11.5h")
-    p.add_argument("--show-config", action="store_true", help="print the resolved config first")
+    p.add_argument("--show-config", action="store_true", help="print the settings the run would use, then exit without training")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -179,6 +179,16 @@ def test_a_warm_start_continues_the_network_it_starts_from(tmp_path: Path) -> No
     assert load_checkpoint(tmp_path / "b" / "checkpoint.pt")[0].config == asked != wide
 
 
+def test_show_config_prints_the_settings_and_trains_nothing(tmp_path: Path) -> None:
+    """`train --show-config` is a look before a run: the resolved settings as JSON, no run folder."""
+    result = _run("train", str(tmp_path / "run"), "--preset", "cpu", "--set", "mcts.num_simulations=123",
+                  "--show-config", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["mcts"]["num_simulations"] == 123 and shown["train"]["solved_labels"] == "builtin"
+    assert not (tmp_path / "run").exists()
+
+
 def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) -> None:
     graded = json.loads(_run("eval", "pons", "--sets", "Begin-Hard", "Middle-Easy", "--limit", "25", "--sims",
                              "--json").stdout)

@@ -140,13 +140,14 @@ def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> i
 
 
 def _submission_backend(namespace: dict[str, Any]) -> str:
-    """The inference backend the agent (``_agent``) of an executed submission used."""
-    return str(getattr(namespace.get("_agent"), "backend", "") or "unknown")
+    """The inference backend the agent (``_agent``) of an executed submission used; ``not loaded`` where no move
+    needed the network (the book, the solver or a forced move chose every one)."""
+    return str(getattr(namespace.get("_agent"), "backend", "") or "not loaded")
 
 
 def _submission_solver(namespace: dict[str, Any]) -> str:
     """The exact solver the agent of an executed submission played with (``numba``, ``python``)."""
-    return str(getattr(namespace.get("_agent"), "solver_kind", "") or "unknown")
+    return str(getattr(namespace.get("_agent"), "solver_kind", "") or "not loaded")
 
 
 @dataclass
