@@ -629,7 +629,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "
                         "seconds, or e.g. 90s, 45m, 11.5h")
-    p.add_argument("--show-config", action="store_true", help="print the settings the run would use, then exit without training")
+    p.add_argument("--show-config", action="store_true",
+                   help="print the settings the run would use, then exit without training")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
