@@ -51,3 +51,36 @@ def test_first_move_plays_an_agent_that_can(tmp_path: Path) -> None:
                     "    assert observation['remainingOverageTime'] == 15 and configuration['actTimeout'] == 0.5\n"
                     "    return sum(observation['board']) + 3\n")
     assert kaggle_io.first_move(path, act_timeout=0.5) == 3
+
+
+def test_warm_up_compiles_the_solver_that_a_book_move_skips(tmp_path: Path) -> None:
+    """The shipped book answers the empty board, so a first move compiles nothing; `warm_up` searches one
+    with the book off and the bank full, and leaves numba's kernel to every later execution of the file
+    (a Pons grading with an empty bank then plays with the compiled solver, as a game out of its book does)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    from connectx_az import cli
+    from connectx_az.agent import builder
+
+    sub = tmp_path / "sub.py"
+    builder.build_submission(cli.DEFAULT_MODEL, sub)
+    script = f"""
+from connectx_az.evaluation import kaggle_io
+
+def solver_with_an_empty_bank():  # a fresh execution of the file, as for each graded position
+    agent, namespace = kaggle_io.exec_submission({str(sub)!r})
+    namespace["_agent"].book_b64 = ""
+    observation, configuration = kaggle_io.kaggle_inputs(0, 0, overage=0.0)
+    agent(observation, configuration)
+    return namespace["_agent"].solver_kind
+
+kaggle_io.first_move({str(sub)!r})
+print("after first move:", solver_with_an_empty_bank())
+kaggle_io.warm_up({str(sub)!r})
+print("after warm-up:", solver_with_an_empty_bank())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["after first move: python", "after warm-up: numba"], out.stdout

@@ -139,6 +139,23 @@ def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> i
     return move
 
 
+def warm_up(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> None:
+    """Leave the process as a game leaves it once the file's agent has searched a move with its bank full.
+
+    In a game an agent whose opening book answers the first moves compiles its solver (numba's kernel,
+    kept by the process for later executions of the file) on its first searched move, the bank still
+    full. A grader that then shows it positions with an empty bank, executing the file afresh for each,
+    must have had that first search first: here the agent, executed afresh with its book switched off
+    (``book_b64``, where the file has one), plays the empty board with the full bank. A file without
+    a book searches the empty board anyway.
+    """
+    agent, namespace = exec_submission(str(submission))
+    if hasattr(namespace.get("_agent"), "book_b64"):
+        namespace["_agent"].book_b64 = ""
+    observation, configuration = kaggle_inputs(0, 0, act_timeout=act_timeout)
+    agent(observation, configuration)
+
+
 def _submission_backend(namespace: dict[str, Any]) -> str:
     """The inference backend the agent (``_agent``) of an executed submission used; ``not loaded`` where no move
     needed the network (the book, the solver or a forced move chose every one)."""

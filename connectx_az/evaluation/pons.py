@@ -461,8 +461,10 @@ def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int |
     every game), so each answer pays the load and decode time of a first move,
     and ``overage`` is the bank it sees.  Before the first position the process
     plays each file's first move of a game (the empty board, the full bank), as
-    a real game has by the time such a position comes up; what lasts of it is
-    the solver kernel numba compiled, which later executions of a file in the
+    a real game has by the time such a position comes up, and a searched move
+    with the book switched off (``kaggle_io.warm_up``: a file whose book answers
+    the empty board would otherwise never compile); what lasts of it is the
+    solver kernel numba compiled, which later executions of a file in the
     process find (``solver_numba``).  Several files are graded in turns on each
     position, the first to move rotating from one position to the next, so that
     a paired comparison (``compare``) sees the same machine, load and clock for
@@ -474,6 +476,7 @@ def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int |
     paths = [str(s) for s in submissions]
     for path in paths:
         kaggle_io.first_move(path, act_timeout=act_timeout)
+        kaggle_io.warm_up(path, act_timeout=act_timeout)
     results: list[list[SetResult]] = [[] for _ in paths]
     for name in sets or list(SETS):
         positions = load_set(name, limit=limit)
