@@ -207,19 +207,24 @@ _TORCH_RUNNER = kaggle_io.sandbox_prelude(("connectx_az", "onnxruntime")) + text
 ''')
 
 
-def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_path):
-    from connectx_az.agent import backends
-
+def _run_torch_runner(small_onnx, tmp_path, *, torch_backend: bool, num_positions: int, seed: int) -> dict:
+    """Build a file (with or without the torch runtime) and run ``_TORCH_RUNNER`` on it in a clean child."""
     out = tmp_path / "submission.py"
-    builder.build_submission(small_onnx, out, torch_backend=True)
-    np.save(tmp_path / "positions.npy", export.random_positions(32, np.random.default_rng(22)))
+    builder.build_submission(small_onnx, out, torch_backend=torch_backend)
+    np.save(tmp_path / "positions.npy", export.random_positions(num_positions, np.random.default_rng(seed)))
     runner = tmp_path / "runner.py"
     runner.write_text(_TORCH_RUNNER)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     done = subprocess.run([sys.executable, "-I", str(runner), str(out), str(tmp_path / "positions.npy")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_path):
+    from connectx_az.agent import backends
+
+    result = _run_torch_runner(small_onnx, tmp_path, torch_backend=True, num_positions=32, seed=22)
     assert result["backend"] == "torch", result["load_error"]
     assert result["is_int"] and 0 <= result["move"] < 7 and result["source"] == "search"
     assert result["diff"] <= 1e-4
@@ -230,16 +235,7 @@ def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_p
 
 def test_the_default_submission_has_no_torch_runtime(small_onnx, tmp_path):
     # built without --torch-backend, an agent configured for torch falls back to the numpy runtime
-    out = tmp_path / "submission.py"
-    builder.build_submission(small_onnx, out)
-    np.save(tmp_path / "positions.npy", export.random_positions(4, np.random.default_rng(23)))
-    runner = tmp_path / "runner.py"
-    runner.write_text(_TORCH_RUNNER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([sys.executable, "-I", str(runner), str(out), str(tmp_path / "positions.npy")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _run_torch_runner(small_onnx, tmp_path, torch_backend=False, num_positions=4, seed=23)
     assert result["backend"] == "numpy" and "onnx_torch" in result["load_error"], result["load_error"]
     assert result["diff"] <= 1e-4 and result["default_backend"] == "numpy"
     assert not any("onnx_torch" in m for m in result["modules"])
