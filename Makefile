@@ -16,7 +16,7 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: submission test test-slow validate install install-train install-validate install-test train-cpu kaggle lint clean
+.PHONY: submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ test: $(VENV)/.test
 
 test-slow: $(VENV)/.test
 	$(PY) -m pytest -q -m slow
+
+test-timing: $(VENV)/.test
+	$(PY) -m pytest -q -m timing
 
 validate: $(VENV)/.validate
 	@test -f build/submission.py || $(MAKE) submission
