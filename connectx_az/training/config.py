@@ -223,7 +223,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     }),
-    # one CPU core: about 110 s a generation, 300 generations in about 9 hours
+    # one CPU core: about 77 s a generation, 300 generations in 6.5 hours (docs/results.md, the recipe from scratch)
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
