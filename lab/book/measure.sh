@@ -1,22 +1,32 @@
 #!/bin/bash
 # usage: lab/book/measure.sh CORE BOOK OUT: the file built with the opening book BOOK, graded as issue 34 asks:
 # the six Pons sets under Kaggle's clock (2 s, no bank, each position executed afresh) in both runtimes, then
-# the duel against the perfect opponent (noise 0.2, 100 games a seat) in both runtimes.  Writes OUT/sub.py,
-# OUT/pons_RUNTIME.json and OUT/duel_RUNTIME.json; a file already written is kept (rerun to resume).
+# 100 games a seat against `negamax`, then the duel against the perfect opponent (noise 0.2, 100 games a seat),
+# each in both runtimes.  Writes OUT/sub.py, OUT/pons_RUNTIME.json, OUT/negamax_RUNTIME.json and
+# OUT/duel_RUNTIME.json; a file already written is kept (rerun to resume).  RUNTIMES="numpy" (say) grades one
+# runtime only, so that two cores can each take one.
 # Pair with an earlier file's grades: connectx-az eval paired OUT/pons_kaggle.json:submission@2s/kaggle OTHER.json:MODE
 # Time it on a core nothing else uses: the clock is what is measured.  LIMIT=N GAMES=N: a quick check of the script.
+# The build is shared: start a second copy only once OUT/sub.py is written.
 set -e
 core=$1; book=$2; out=$3; bin=${BIN:-.venv/bin}
 [ -n "$out" ] || { echo "usage: $0 CORE BOOK OUT" >&2; exit 2; }
 mkdir -p "$out"
 [ -f "$out/sub.py" ] || "$bin/connectx-az" build --book "$book" --out "$out/sub.py"
-for rt in kaggle numpy; do
+runtimes=${RUNTIMES:-kaggle numpy}
+for rt in $runtimes; do
   f="$out/pons_$rt.json"
   [ -f "$f" ] || { taskset -c "$core" "$bin/connectx-az" eval pons --submission "$out/sub.py" --runtime "$rt" \
                      ${LIMIT:+--limit "$LIMIT"} --json > "$f.tmp" && mv "$f.tmp" "$f"; }
   echo "$(date -u +%FT%TZ) $f"
 done
-for rt in kaggle numpy; do
+for rt in $runtimes; do
+  f="$out/negamax_$rt.json"
+  [ -f "$f" ] || { taskset -c "$core" "$bin/connectx-az" validate "$out/sub.py" --runtime "$rt" --opponents negamax \
+                     --games "${GAMES:-100}" --json > "$f.tmp" && mv "$f.tmp" "$f"; }
+  echo "$(date -u +%FT%TZ) $f"
+done
+for rt in $runtimes; do
   f="$out/duel_$rt.json"
   [ -f "$f" ] || { taskset -c "$core" "$bin/connectx-az" duel "$out/sub.py" --games "${GAMES:-100}" --noise 0.2 --runtime "$rt" \
                      --cache "${DUEL_CACHE:-build/duel_cache.sqlite}" --json > "$f.tmp" && mv "$f.tmp" "$f"; }
