@@ -306,6 +306,22 @@ def test_a_killed_build_resumes_with_nothing_lost_or_proven_twice(small_book, tm
     assert stats.proven == 0 and len(calls) == len(small_book[0])
 
 
+def test_the_estimate_of_time_left_counts_only_the_plies_still_to_prove(small_book, tmp_path):
+    # each deeper ply costs about as much as this one ...
+    assert book_build._later_plies(3, 6, -1, 0.1, set()) == 3.0
+    # ... but a ply of the tree only costs the tree's share of a ply that holds every position
+    assert book_build._later_plies(4, 16, 6, 0.1, set()) == pytest.approx(2 + 10 * 0.1)
+    # and a tree ply an earlier build proved costs nothing; a ply of every position always costs
+    assert book_build._later_plies(4, 8, 6, 0.5, {5, 6, 7}) == pytest.approx(1 + 1 + 0 + 0.5)
+    assert book_build._later_plies(6, 16, 6, 0.1, set(range(17))) == 0.0
+    assert book_build._seconds_left(done=10, total=30, seconds=5.0, later=2.0, workers=2) == \
+        pytest.approx((20 + 60) * 0.5 / 2)
+    # a build ends at 0 s left
+    left: list[float | None] = []
+    _build(tmp_path / "state.bin", on_progress=lambda progress: left.append(progress.seconds_left))
+    assert left[-1] == 0.0 and all(s is None or s >= 0 for s in left)
+
+
 def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
     state, _ = _build(tmp_path / "good.bin")
     state.close()

@@ -382,12 +382,27 @@ class BuildStats:
     interrupted: bool = False
 
 
-def _seconds_left(ply: int, depth: int, done: int, total: int, seconds: float, workers: int) -> float:
-    """A rough estimate of the build's time left: this ply's positions left at its mean so far, then each deeper
-    ply as much as this one in all: going one ply deeper multiplies the positions by 2 to 3 and divides what each
-    costs by about as much (``data/book/README.md``: the CPU of each ply)."""
+def _seconds_left(done: int, total: int, seconds: float, later: float, workers: int) -> float:
+    """A rough estimate of the build's time left: this ply's positions left at its mean so far, then ``later``
+    times this ply's cost for the deeper plies (``_later_plies``)."""
     mean = seconds / max(done, 1)
-    return ((total - done) * mean + (depth - ply) * total * mean) / workers
+    return ((total - done) + later * total) * mean / workers
+
+
+def _later_plies(ply: int, depth: int, all_plies: int, tree_share: float, held: set[int]) -> float:
+    """What the plies after ``ply`` cost, in units of this ply's: going one ply deeper multiplies the positions
+    by 2 to 3 and divides what each costs by about as much (``data/book/README.md``: the CPU of each ply), so
+    each deeper ply costs about as much as this one, unless it is one of the agent's tree only while this ply
+    also holds every position (``all_plies``): then ``tree_share``, the tree's part of this ply.  A ply of the
+    tree only that the journal held entries of when the build began (``held``) was proven by an earlier run
+    (the tree to ``depth`` before an ``all_plies`` build): nothing."""
+    def cost(later: int) -> float:
+        if later <= all_plies:
+            return 1.0
+        if later in held:
+            return 0.0
+        return tree_share if ply <= all_plies else 1.0
+    return sum(cost(later) for later in range(ply + 1, depth + 1))
 
 
 def _first_nodes(root: Node) -> tuple[int, dict[int, dict[int, Node]]]:
@@ -420,6 +435,7 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
     stats = BuildStats()
     first, tree = _first_nodes(root)
     every = dict(tree[first])
+    held = {entry.ply for entry in state.entries.values()}
 
     def move_of(key: int, position: int, mask: int) -> int:
         forced = forced_move(position, mask)
@@ -437,7 +453,9 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
             wanted = sorted(key for key, node in nodes.items() if needs_entry(*node))
             stats.entries[ply] = len(wanted)
             todo = [key for key in wanted if key not in state.entries]
-            _prove_ply(state, ply, depth, todo, nodes, prover, workers, stats, on_progress)
+            tree_share = sum(needs_entry(*node) for node in tree_nodes.values()) / max(len(wanted), 1)
+            later = _later_plies(ply, depth, all_plies, tree_share, held)
+            _prove_ply(state, ply, depth, todo, nodes, prover, workers, later, stats, on_progress)
             if ply + 2 <= depth:
                 tree[ply + 2] = next_agent_nodes(tree_nodes, move_of)
             stats.completed_ply = ply
@@ -450,8 +468,10 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
 
 def _prove_ply(state: State, ply: int, depth: int, todo: list[int], nodes: dict[int, Node],
                prover: Provers | solver.Solver,
-               workers: int, stats: BuildStats, on_progress: Callable[[Progress], None] | None) -> None:
-    """Prove ``todo`` (keys of ``nodes``) into ``state``, reporting each."""
+               workers: int, later: float, stats: BuildStats,
+               on_progress: Callable[[Progress], None] | None) -> None:
+    """Prove ``todo`` (keys of ``nodes``) into ``state``, reporting each; ``later``: the deeper plies' cost in
+    units of this one's (``_later_plies``)."""
     progress = Progress(ply=ply, depth=depth, done=0, total=len(todo))
     if on_progress is not None:
         on_progress(progress)
@@ -466,7 +486,7 @@ def _prove_ply(state: State, ply: int, depth: int, todo: list[int], nodes: dict[
         cpu_this_ply += cpu
         progress.done += 1
         progress.proven, progress.cpu_seconds, progress.nodes = stats.proven, stats.cpu_seconds, stats.nodes
-        progress.seconds_left = _seconds_left(ply, depth, progress.done, len(todo), cpu_this_ply, workers)
+        progress.seconds_left = _seconds_left(progress.done, len(todo), cpu_this_ply, later, workers)
         if on_progress is not None:
             on_progress(progress)
 
