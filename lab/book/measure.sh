@@ -2,7 +2,8 @@
 # usage: lab/book/measure.sh CORE BOOK OUT: the file built with the opening book BOOK, graded as issue 34 asks:
 # the six Pons sets under Kaggle's clock (2 s, no bank, each position executed afresh) in both runtimes, then
 # 100 games a seat against `negamax`, then the duel against the perfect opponent (noise 0.2, 100 games a seat),
-# each in both runtimes.  Writes OUT/sub.py, OUT/pons_RUNTIME.json, OUT/negamax_RUNTIME.json and
+# each in both runtimes.  Writes OUT/sub.py, OUT/pons_RUNTIME_SET.json (merged into
+# OUT/pons_RUNTIME.json), OUT/negamax_RUNTIME.json and
 # OUT/duel_RUNTIME.json; a file already written is kept (rerun to resume).  RUNTIMES="numpy" (say) grades one
 # runtime only, so that two cores can each take one.
 # Pair with an earlier file's grades: connectx-az eval paired OUT/pons_kaggle.json:submission@2s/kaggle OTHER.json:MODE
@@ -15,10 +16,16 @@ mkdir -p "$out"
 [ -f "$out/sub.py" ] || "$bin/connectx-az" build --book "$book" --out "$out/sub.py"
 runtimes=${RUNTIMES:-kaggle numpy}
 for rt in $runtimes; do
-  f="$out/pons_$rt.json"
-  [ -f "$f" ] || { taskset -c "$core" "$bin/connectx-az" eval pons --submission "$out/sub.py" --runtime "$rt" \
-                     ${LIMIT:+--limit "$LIMIT"} --json > "$f.tmp" && mv "$f.tmp" "$f"; }
-  echo "$(date -u +%FT%TZ) $f"
+  for set in Begin-Hard Begin-Medium Begin-Easy Middle-Medium Middle-Easy End-Easy; do  # a set a file: resumable
+    f="$out/pons_${rt}_$set.json"
+    [ -f "$f" ] || { taskset -c "$core" "$bin/connectx-az" eval pons --submission "$out/sub.py" --runtime "$rt" \
+                       --sets "$set" ${LIMIT:+--limit "$LIMIT"} --json > "$f.tmp" && mv "$f.tmp" "$f"; }
+    echo "$(date -u +%FT%TZ) $f"
+  done
+  python3 -c 'import json, sys; merged = {}
+for path in sys.argv[1:]:
+    for mode, sets in json.load(open(path)).items(): merged.setdefault(mode, {}).update(sets)
+print(json.dumps(merged))' "$out/pons_${rt}_"*.json > "$out/pons_$rt.json"
 done
 for rt in $runtimes; do
   f="$out/negamax_$rt.json"
