@@ -394,15 +394,26 @@ def test_the_shipped_book_decodes_quickly_and_its_entries_are_sound():
         assert game.is_legal(mask, col)
 
 
+def test_the_shipped_book_holds_every_position_to_ply_7():
+    opening = book.decode(builder.DEFAULT_BOOK.read_bytes())
+    nodes = {0: (0, 0)}
+    for ply in range(8):
+        held = [opening.entry(p, m) is not None for p, m in nodes.values() if book_build.needs_entry(p, m)]
+        assert held and all(held), (ply, held.count(False))
+        nodes = book_build.all_positions(nodes)
+
+
 @pytest.mark.slow
-def test_a_sample_of_the_shipped_books_deepest_entries_is_reproven():
+def test_a_sample_of_the_shipped_books_entries_is_reproven():
     from connectx_az.engine import solver_numba
 
     opening, positions = _shipped()
-    deepest = max(game.num_stones(m) for _, m in positions)
-    sample = [i for i, (_, m) in enumerate(positions) if game.num_stones(m) == deepest]
+    plies = np.array([game.num_stones(m) for _, m in positions])
+    rng = np.random.default_rng(2)
+    deepest = rng.choice(np.flatnonzero(plies == plies.max()), 5, replace=False)  # the agent's tree at its depth
+    every = rng.choice(np.flatnonzero(plies == 7), 3, replace=False)  # every position to ply 7 (--all-plies 7)
     prover = solver_numba.make_solver()
-    for i in np.random.default_rng(2).choice(sample, min(5, len(sample)), replace=False).tolist():
+    for i in deepest.tolist() + every.tolist():
         position, mask = positions[i]
         col, result = book.Book(opening.keys[i:i + 1], opening.info[i:i + 1]).entry(position, mask)
         prover.clear()
