@@ -8,12 +8,13 @@
 # runtime only, so that two cores can each take one.
 # Pair with an earlier file's grades: connectx-az eval paired OUT/pons_kaggle.json:submission@2s/kaggle OTHER.json:MODE
 # Time it on a core nothing else uses: the clock is what is measured.  LIMIT=N GAMES=N: a quick check of the script.
+# MODEL=FILE.onnx builds with another model (a candidate to ship: the same grades, the shipped book).
 # The build is shared: start a second copy only once OUT/sub.py is written.
 set -e
 core=$1; book=$2; out=$3; bin=${BIN:-.venv/bin}
 [ -n "$out" ] || { echo "usage: $0 CORE BOOK OUT" >&2; exit 2; }
 mkdir -p "$out"
-[ -f "$out/sub.py" ] || "$bin/connectx-az" build --book "$book" --out "$out/sub.py"
+[ -f "$out/sub.py" ] || "$bin/connectx-az" build --book "$book" ${MODEL:+--model "$MODEL"} --out "$out/sub.py"
 runtimes=${RUNTIMES:-kaggle numpy}
 for rt in $runtimes; do
   for set in Begin-Hard Begin-Medium Begin-Easy Middle-Medium Middle-Easy End-Easy; do  # a set a file: resumable
