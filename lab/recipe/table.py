@@ -1,9 +1,9 @@
-"""usage: table.py RUN [PNG]: the recipe run's grades (lab/recipe/grade.sh) against its generation time.
+"""usage: table.py RUN [RUN ...] [PNG]: recipe runs' grades (lab/recipe/grade.sh) against their generation time.
 
-Prints a markdown table, a row per graded snapshot: generation, hours of generation time before it
+Prints a markdown table per run, a row per graded snapshot: generation, hours of generation time before it
 (``metrics.jsonl``'s ``seconds``), MCTS 800 and raw-policy mistake rates on the three hard sets, and the
-value head's W/D/L accuracy on Begin-Hard's 1,000 raw positions; with PNG, draws the MCTS 800 rates
-against hours beside the old chain's two points (docs/results.md)."""
+value head's W/D/L accuracy on Begin-Hard's 1,000 raw positions; with PNG, draws each run's MCTS 800 rates
+against hours, a panel a set, beside the old chain's two points (docs/results.md)."""
 
 import json
 import sys
@@ -29,34 +29,50 @@ def rows(run: Path) -> list[dict]:
     return out
 
 
+def label(run: Path) -> str:
+    config = json.loads((run / "config.json").read_text())
+    return f"from scratch, {config['num_generations']} generations"
+
+
 def main() -> None:
-    run = Path(sys.argv[1])
-    table = rows(run)
-    print("| generation | hours | MCTS 800 MM / BM / BH | raw policy MM / BM / BH | value W/D/L BH |")
-    print("|---|---|---|---|---|")
-    for r in table:
-        mcts = " / ".join(f"{100 * r[f'mcts800/{s}']:.1f}%" for s in SETS)
-        policy = " / ".join(f"{100 * r[f'policy/{s}']:.1f}%" for s in SETS)
-        print(f"| {r['generation']} | {r['hours']:.2f} | {mcts} | {policy} | {100 * r['value/Begin-Hard']:.1f}% |")
-    if len(sys.argv) > 2:
+    args = sys.argv[1:]
+    png = args.pop() if args and args[-1].endswith(".png") else None
+    if not args:
+        sys.exit(__doc__.splitlines()[0])
+    tables = {}
+    for run in map(Path, args):
+        tables[run] = table = rows(run)
+        print(f"{run} ({label(run)})\n")
+        print("| generation | hours | MCTS 800 MM / BM / BH | raw policy MM / BM / BH | value W/D/L BH |")
+        print("|---|---|---|---|---|")
+        for r in table:
+            mcts = " / ".join(f"{100 * r[f'mcts800/{s}']:.1f}%" for s in SETS)
+            policy = " / ".join(f"{100 * r[f'policy/{s}']:.1f}%" for s in SETS)
+            print(f"| {r['generation']} | {r['hours']:.2f} | {mcts} | {policy} | {100 * r['value/Begin-Hard']:.1f}% |")
+        print()
+    if png:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        for i, s in enumerate(SETS):
-            ax.plot([r["hours"] for r in table], [100 * r[f"mcts800/{s}"] for r in table], "o-", color=f"C{i}",
-                    label=f"recipe from scratch, {s}")
+        fig, axes = plt.subplots(1, len(SETS), figsize=(11, 3.8), sharex=True)
+        for ax, s in zip(axes, SETS):
+            for i, (run, table) in enumerate(tables.items()):
+                ax.plot([r["hours"] for r in table], [100 * r[f"mcts800/{s}"] for r in table], "o-", color=f"C{i}",
+                        markersize=3, label=label(run))
             for j, (name, (hours, rates)) in enumerate(OLD.items()):
-                ax.plot([hours], [100 * rates[s]], "s^"[j], color=f"C{i}", markersize=9, fillstyle="none",
-                        label=name if i == 0 else None)
-        ax.set_xlabel("hours of generation time (one CPU core)")
-        ax.set_ylabel("MCTS 800 mistakes (%)")
-        ax.set_title("The cpu preset from scratch against the old chain (squares, triangles)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+                ax.plot([hours], [100 * rates[s]], "s^"[j], color="k", markersize=8, fillstyle="none", label=name)
+            ax.axhline(100 * OLD["shipped network"][1][s], color="k", lw=0.8, ls=":")
+            ax.axvline(10, color="grey", lw=0.8, ls="--")
+            ax.set_title(s)
+            ax.set_xlabel("hours of generation time (one CPU core)")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("MCTS 800 mistakes (%)")
+        axes[0].legend(fontsize=7)
+        fig.suptitle("The cpu preset from scratch against the old chain (dotted: the shipped network; dashed: 10 hours)", fontsize=10)
         fig.tight_layout()
-        fig.savefig(sys.argv[2], dpi=110)
+        fig.savefig(png, dpi=110)
 
 
 if __name__ == "__main__":
