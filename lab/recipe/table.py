@@ -56,7 +56,7 @@ def main() -> None:
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, len(SETS), figsize=(11, 3.8), sharex=True)
-        for ax, s in zip(axes, SETS):
+        for ax, s in zip(axes, SETS, strict=True):
             for i, (run, table) in enumerate(tables.items()):
                 ax.plot([r["hours"] for r in table], [100 * r[f"mcts800/{s}"] for r in table], "o-", color=f"C{i}",
                         markersize=3, label=label(run))
@@ -70,7 +70,8 @@ def main() -> None:
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("MCTS 800 mistakes (%)")
         axes[0].legend(fontsize=7)
-        fig.suptitle("The cpu preset from scratch against the old chain (dotted: the shipped network; dashed: 10 hours)", fontsize=10)
+        fig.suptitle("The cpu preset from scratch against the old chain "
+                     "(dotted: the shipped network; dashed: 10 hours)", fontsize=10)
         fig.tight_layout()
         fig.savefig(png, dpi=110)
 
