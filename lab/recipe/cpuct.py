@@ -8,11 +8,10 @@ from connectx_az.engine import mcts
 from connectx_az.evaluation import pons
 from connectx_az.training.export import OnnxRuntimeEvaluator
 
-models = dict(arg.split("=", 1) for arg in sys.argv[2:])
+evaluators = {name: OnnxRuntimeEvaluator(path) for name, path in (arg.split("=", 1) for arg in sys.argv[2:])}
 out = {}
 for c in (1.0, 1.5, 2.0, 3.0):
-    for name, path in models.items():
-        ev = OnnxRuntimeEvaluator(path)
+    for name, ev in evaluators.items():
         t = time.time()
         r = pons.search_mistake_rates(ev, mcts.SearchConfig(num_simulations=800, c_puct=c),
                                       sets=["Begin-Hard", "Begin-Medium"])
