@@ -137,3 +137,17 @@ def test_the_settings_load_without_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0 and out.stdout.strip() == "4x64 p32 v32+pool", out.stderr
+
+
+def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_remakes_the_config() -> None:
+    assert config.train_command(config.to_dict(config.make_config("cpu", overrides=["seed=3"]))) == \
+        "connectx-az train --preset cpu"
+    changed = ["num_generations=450", "net.value_pool=false", "train.lr=0.0001", "train.solved_max_plies=10"]
+    command = config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)))
+    assert command.startswith("connectx-az train --preset gpu --set ")
+    sets = command.split(" --set ")[1:]
+    assert sorted(sets) == sorted(changed)
+    assert config.make_config("gpu", overrides=sets) == config.make_config("gpu", overrides=changed)
+    assert config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
+        "connectx-az train --preset gpu (4 settings changed: see config.json)"
+    assert config.train_command({"no_such_setting": 1}) == "connectx-az train (custom settings: see config.json)"

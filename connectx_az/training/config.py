@@ -401,6 +401,32 @@ def preset_of(values: dict[str, Any]) -> str | None:
     return None
 
 
+def _leaves(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``values`` flattened to dotted keys (``mcts.num_simulations``)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out.update(_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return out
+
+
+def train_command(values: dict[str, Any], *, max_changes: int = 8) -> str:
+    """The ``connectx-az train`` command that makes a run of config ``values``: the nearest preset and a
+    ``--set`` for each setting that differs from it (seed aside, as ``preset_of``), or where more than
+    ``max_changes`` differ, that count and a pointer to ``config.json``."""
+    try:
+        leaves = _leaves(to_dict(from_dict(values)))
+    except ConfigError:
+        return "connectx-az train (custom settings: see config.json)"
+    leaves.pop("seed")
+    changes = {name: [f"{key}={'true' if v is True else 'false' if v is False else v}"
+                      for key, v in leaves.items() if preset.get(key) != v]
+               for name, preset in ((name, _leaves(to_dict(make_config(name)))) for name in PRESETS)}
+    name = min(changes, key=lambda n: len(changes[n]))
+    if len(changes[name]) > max_changes:
+        return f"connectx-az train --preset {name} ({len(changes[name])} settings changed: see config.json)"
+    return " ".join([f"connectx-az train --preset {name}", *(f"--set {c}" for c in changes[name])])
+
+
 def save_json(data: dict[str, Any], path: str | Path) -> None:
     """Write JSON atomically."""
     files.atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())

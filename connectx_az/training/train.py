@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from connectx_az.training import devices, replay, runs, workers
-from connectx_az.training.config import ConfigError, RunConfig, load_config, preset_of, save_config
+from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config, train_command
 from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
@@ -368,8 +368,6 @@ def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict
                              if k.startswith("pons_policy/")},
     }
     if config:
-        preset = preset_of(config)
         summary["simulations"] = config["mcts"]["num_simulations"]
-        summary["command"] = (f"connectx-az train --preset {preset}" if preset
-                              else "connectx-az train (custom settings: see config.json)")
+        summary["command"] = train_command(config)
     return summary
