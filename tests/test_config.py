@@ -81,8 +81,9 @@ def test_growing_window_starts_at_one_generation() -> None:
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]
-    assert config.preset_of(saved) == "cpu"
-    assert config.preset_of({**saved, "num_generations": 7}) is None
+    assert config.train_command(saved) == "connectx-az train --preset cpu"
+    assert config.train_command({**saved, "num_generations": 7}) == \
+        "connectx-az train --preset cpu --set num_generations=7"
 
 
 def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
@@ -90,7 +91,7 @@ def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["selfplay"]["gumbel"]
     saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
-    assert config.preset_of(saved) == "cpu"
+    assert config.train_command(saved) == "connectx-az train --preset cpu"
     saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
     (tmp_path / "config.json").write_text(json.dumps(saved))
     loaded = config.load_config(tmp_path)

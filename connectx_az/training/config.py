@@ -384,23 +384,6 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
     return values
 
 
-def preset_of(values: dict[str, Any]) -> str | None:
-    """The preset whose settings ``values`` (a saved config) has, seed aside, or None.
-
-    ``values`` is completed with today's defaults first, so a config saved before a
-    setting existed still matches its preset.
-    """
-    try:
-        values = to_dict(from_dict(values))
-    except ConfigError:
-        return None
-    for name in PRESETS:
-        preset = to_dict(make_config(name))
-        if {**preset, "seed": 0} == {**values, "seed": 0}:
-            return name
-    return None
-
-
 def _leaves(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``values`` flattened to dotted keys (``mcts.num_simulations``)."""
     out: dict[str, Any] = {}
@@ -411,8 +394,9 @@ def _leaves(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def train_command(values: dict[str, Any], *, max_changes: int = 8) -> str:
     """The ``connectx-az train`` command that makes a run of config ``values``: the nearest preset and a
-    ``--set`` for each setting that differs from it (seed aside, as ``preset_of``), or where more than
-    ``max_changes`` differ, that count and a pointer to ``config.json``."""
+    ``--set`` for each setting that differs from it (seed aside), or where more than ``max_changes`` differ,
+    that count and a pointer to ``config.json``.  A config saved before a setting existed is completed with
+    today's defaults first, so it still matches its preset."""
     try:
         leaves = _leaves(to_dict(from_dict(values)))
     except ConfigError:
