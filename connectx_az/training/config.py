@@ -223,14 +223,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     }),
-    # one CPU core: about 77 s a generation, 300 generations in 6.5 hours (docs/results.md, the recipe from scratch)
+    # one CPU core: about 81 s a generation, 450 generations in 10.1 hours (docs/results.md, the recipe from scratch)
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
         # 32 games at a time, so that forks (which start from positions searched earlier) have 128 games to go to
         "selfplay": {"num_games": 160, "num_parallel_games": 32},
         "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
-        "num_generations": 300,
+        "num_generations": 450,
     }),
     # the same recipe scaled to a GPU: more games, simulations and steps a generation
     "gpu": _recipe({
