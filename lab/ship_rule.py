@@ -52,6 +52,9 @@ def compare(new: Path, old: Path) -> list[str]:
         a, b = _sets(new, runtime), _sets(old, runtime)
         print(f"{runtime}: Pons sets under the clock (mistakes NEW / OLD; paired: only NEW wrong / only OLD wrong)")
         for name in SETS:
+            if a[name]["n"] != b[name]["n"]:  # Begin-Hard grew from 474 to 800 positions on 2026-11-26
+                sys.exit(f"ship_rule: {runtime} {name} graded on {a[name]['n']} positions in {new} and {b[name]['n']} "
+                         f"in {old}: grade both on the same positions")
             x, y = set(a[name]["mistakes"]), set(b[name]["mistakes"])
             print(f"  {name:14} {len(x):3} / {len(y):3} of {a[name]['n']:4}   paired {len(x - y)} / {len(y - x)}")
             if len(x) > len(y):

@@ -103,7 +103,8 @@ def test_begin_hard_results_cover_all_positions_and_agree_with_the_annotated_one
     annotated = pons.load_set("Begin-Hard")
     assert len(results) == 1000 and {r for _, r in results} == {-1, 0, 1}
     # The annotated positions are a subset of them with the same results (in the set's order but for one:
-    # the 474-position file places raw position 193 after 307, where its annotation came in late).
+    # raw position 193 comes after 307, where its annotation came in late; the 326 after the first 474
+    # came in later still, and follow them so that earlier grades pair with `--limit 474`).
     index = {moves: i for i, (moves, _) in enumerate(results)}
     assert len(annotated) == len({p.moves for p in annotated}) and all(p.moves in index for p in annotated)
     assert all(results[index[p.moves]][1] == p.result for p in annotated)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # usage: lab/recipe/screen.sh CORE RUN GEN...: the ship rule's cheapest part for each of a run's graded snapshots
 # (lab/recipe/grade.sh wrote RUN/grades/gen_NNNN.onnx): its built file (the shipped book) graded in the `numpy`
-# runtime under the Kaggle clock on Begin-Hard, then Begin-Medium (the sets where the shipped file errs in numpy: 9
-# and 9), on core CORE.  Writes RUN/screen/gen_NNNN/{sub.py,pons_numpy_SET.json}; a file already written is kept
+# runtime under the Kaggle clock on Begin-Hard, then Begin-Medium (the sets where the shipped file errs in
+# numpy), on core CORE.  Writes RUN/screen/gen_NNNN/{sub.py,pons_numpy_SET.json}; a file already written is kept
 # (rerun to resume); LIMIT=N grades N positions a set (a quick check of the script).  Time it on a core nothing else
 # uses.  A snapshot level with the shipped file on both gets the whole rule: MODEL=RUN/grades/gen_NNNN.onnx
 # lab/book/measure.sh ... then lab/ship_rule.py.
