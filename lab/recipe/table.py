@@ -1,15 +1,18 @@
 """usage: table.py RUN [RUN ...] [PNG]: recipe runs' grades (lab/recipe/grade.sh) against their generation time.
 
 Prints a markdown table per run, a row per graded snapshot: generation, hours of generation time before it
-(``metrics.jsonl``'s ``seconds``), MCTS 800 and raw-policy mistake rates on the three hard sets, and the
-value head's W/D/L accuracy on Begin-Hard's 1,000 raw positions; with PNG, draws each run's MCTS 800 rates
-against hours, a panel a set, beside the old chain's two points (docs/results.md)."""
+(``metrics.jsonl``'s ``seconds``), MCTS 800 and raw-policy mistake rates on the three hard sets, and the value
+head's W/D/L accuracy on Begin-Hard's 1,000 raw positions; Begin-Hard's search and policy rates are on its first 474
+annotated positions whatever a grade holds (800 since 2026-11-26), as the old chain's points are; with PNG, draws
+each run's MCTS 800 rates against hours, a panel a set, beside the old chain's two points (docs/results.md)."""
 
 import json
 import sys
 from pathlib import Path
 
 SETS = ("Middle-Medium", "Begin-Medium", "Begin-Hard")
+#: positions per set the rates are on: the Begin-Hard annotated before 2026-11-26, first in the package's file
+ON = {"Begin-Hard": 474}
 #: the old chain (docs/results.md): generation 150 of the first run (graded on all 474 Begin-Hard positions on
 #: 2026-11-25, like the recipe's snapshots), and the shipped generation 41
 OLD = {"generation 150 of the first run": (3.07, {"Middle-Medium": 0.076, "Begin-Medium": 0.049, "Begin-Hard": 0.141}),
@@ -22,9 +25,15 @@ def rows(run: Path) -> list[dict]:
     for path in sorted((run / "grades").glob("gen_*.pons.json")):
         generation = int(path.name.split("_")[1].split(".")[0])
         grade = json.loads(path.read_text())
+
+        def rate(mode: str, s: str) -> float:
+            n = ON.get(s, grade[mode][s]["n"])
+            if grade[mode][s]["n"] < n:
+                sys.exit(f"table.py: {path} holds {grade[mode][s]['n']} {s} positions, fewer than {n}")
+            return sum(i < n for i in grade[mode][s]["mistakes"]) / n
         out.append({"generation": generation, "hours": sum(seconds[:generation]) / 3600,
-                    **{f"mcts800/{s}": grade["mcts800"][s]["mistake_rate"] for s in SETS},
-                    **{f"policy/{s}": grade["policy"][s]["mistake_rate"] for s in SETS},
+                    **{f"mcts800/{s}": rate("mcts800", s) for s in SETS},
+                    **{f"policy/{s}": rate("policy", s) for s in SETS},
                     "value/Begin-Hard": grade["value"]["Begin-Hard"]["accuracy"]})
     return out
 
