@@ -108,6 +108,9 @@ def test_begin_hard_results_cover_all_positions_and_agree_with_the_annotated_one
     index = {moves: i for i, (moves, _) in enumerate(results)}
     assert len(annotated) == len({p.moves for p in annotated}) and all(p.moves in index for p in annotated)
     assert all(results[index[p.moves]][1] == p.result for p in annotated)
+    raw = [index[p.moves] for p in annotated]
+    assert sorted(raw[:474]) == list(range(474)) and raw[307] == 193  # what `--limit 474` grades, in its order
+    assert all(x < y for x, y in zip(raw[473:-1], raw[474:], strict=True))  # then the later ones, in order
     assert pons.load_results("End-Easy", limit=3) == [(p.moves, p.result) for p in pons.load_set("End-Easy", limit=3)]
     with pytest.raises(ValueError, match="unknown Pons set"):
         pons.load_results("Hard")
