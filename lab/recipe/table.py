@@ -19,21 +19,23 @@ OLD = {"generation 150 of the first run": (3.07, {"Middle-Medium": 0.076, "Begin
        "shipped network": (13.68, {"Middle-Medium": 0.029, "Begin-Medium": 0.016, "Begin-Hard": 0.0612})}
 
 
+def rate(cell: dict, name: str, path: Path) -> float:
+    """A grade's mistake rate on set ``name``, on its first ``ON[name]`` positions where ``ON`` names it."""
+    n = ON.get(name, cell["n"])
+    if cell["n"] < n:
+        sys.exit(f"table.py: {path} holds {cell['n']} {name} positions, fewer than {n}")
+    return sum(i < n for i in cell["mistakes"]) / n
+
+
 def rows(run: Path) -> list[dict]:
     seconds = [json.loads(line)["seconds"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     out = []
     for path in sorted((run / "grades").glob("gen_*.pons.json")):
         generation = int(path.name.split("_")[1].split(".")[0])
         grade = json.loads(path.read_text())
-
-        def rate(mode: str, s: str) -> float:
-            n = ON.get(s, grade[mode][s]["n"])
-            if grade[mode][s]["n"] < n:
-                sys.exit(f"table.py: {path} holds {grade[mode][s]['n']} {s} positions, fewer than {n}")
-            return sum(i < n for i in grade[mode][s]["mistakes"]) / n
         out.append({"generation": generation, "hours": sum(seconds[:generation]) / 3600,
-                    **{f"mcts800/{s}": rate("mcts800", s) for s in SETS},
-                    **{f"policy/{s}": rate("policy", s) for s in SETS},
+                    **{f"mcts800/{s}": rate(grade["mcts800"][s], s, path) for s in SETS},
+                    **{f"policy/{s}": rate(grade["policy"][s], s, path) for s in SETS},
                     "value/Begin-Hard": grade["value"]["Begin-Hard"]["accuracy"]})
     return out
 
