@@ -16,7 +16,7 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean
+.PHONY: gpu-check submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ validate: $(VENV)/.validate
 
 train-cpu: $(VENV)/.train
 	$(BIN)/connectx-az train runs/cpu --preset cpu
+
+# What only a GPU can show, in about seven minutes: the device, the CUDA tests, self-play per precision, a few
+# generations of the gpu preset and its whole run projected (here and on a T4), a file built and played.  On a GPU
+# machine whose python3 already has a CUDA torch (Kaggle, Colab, a lent box) nothing is installed: it runs from this
+# tree.  The same check runs on the CPU with the smoke preset in `make test` (tests/test_bench_gpu.py).
+GPU_PYTHON ?= python3
+GPU_CHECK_OUT ?= build/gpu-check
+gpu-check:
+	PYTHONPATH="$(CURDIR)" $(GPU_PYTHON) -m connectx_az.cli bench gpu --out $(GPU_CHECK_OUT)
 
 # One folder to upload as a Kaggle dataset: the package's wheel, onnx wheels, and the notebook, which
 # installs the wheel from /kaggle/input with Internet off (see the notebook's first cell).

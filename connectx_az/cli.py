@@ -445,15 +445,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_solver(args)
     if args.what == "clock":
         return cmd_bench_clock(args)
+    if args.what == "gpu":
+        return cmd_bench_gpu(args)
     if args.what == "selfplay":
         _require(args, "torch", "onnx", "tqdm")
     else:
         _check_agent_model(args.model)
-    result = bench.run(args.what, model=args.model, seconds=args.seconds, batches=args.batch,
-                       workers=args.workers, preset=args.preset, evaluator=args.evaluator, device=args.device,
+    result = bench.run(args.what, model=args.model, seconds=args.seconds or 5.0, batches=args.batch,
+                       workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator, device=args.device,
                        precision=args.precision, game_repeats=args.game)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
+
+
+def cmd_bench_gpu(args: argparse.Namespace) -> int:
+    _require(args, "torch", "onnx", "tqdm")
+    from connectx_az.evaluation import bench_gpu
+
+    if not args.budget > 0:
+        raise UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
+    check = bench_gpu.CheckConfig(preset=args.preset or "gpu", device=args.device or "auto", budget=args.budget,
+                                  generations=args.generations, seconds=args.seconds or 3.0)
+    out = Path(args.out or "build/gpu-check")
+    print(f"GPU check into {out} (budget {args.budget:g} s; progress in {out / 'gpu_check.log'})", flush=True)
+    record = bench_gpu.run(out, check)
+    print(json.dumps(record) if args.json else bench_gpu.format_result(record))
+    print(f"wrote {out / 'gpu_check.json'}")
+    return 0 if all(s["status"] != "failed" for s in record["steps"].values()) else 1
 
 
 def _check_agent_model(model: str) -> None:
@@ -828,12 +846,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock"],
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],
                    help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
                         "clock: how close the built file's moves come to their budgets on a shared core (about "
-                        "two minutes)")
+                        "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
+                        "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
+                        "about seven minutes on an H100)")
     p.add_argument("--model", default=str(DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
-    p.add_argument("--seconds", type=float, default=5.0, help="time per measurement")
+    p.add_argument("--seconds", type=float, help="time per measurement (default 5; gpu: 3)")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
@@ -847,11 +867,15 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{max(bench.SOLVER_BUDGETS):g})")
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
                    help=f"solver: these Pons sets instead (default {' '.join(bench.SOLVER_SETS)})")
-    p.add_argument("--preset", default="cpu", help="selfplay: the training preset to measure (default cpu)")
+    p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
+    p.add_argument("--budget", type=float, default=420.0,
+                   help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")
+    p.add_argument("--generations", type=int, default=3, help="gpu: generations of the preset to time (default 3)")
+    p.add_argument("--out", help="gpu: folder for gpu_check.json, its log and the run (default build/gpu-check)")
     p.add_argument("--evaluator", choices=["network", "free"], default="network",
                    help="selfplay: free replaces the network by one that costs almost nothing, to time the "
                         "tree work alone (default network)")
-    p.add_argument("--device", help="selfplay: auto, cpu, cuda, ... (default: the preset's)")
+    p.add_argument("--device", help="selfplay, gpu: auto, cpu, cuda, ... (default: the preset's)")
     p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
                    help="selfplay: inference precision (default: the preset's, auto)")
     p.add_argument("--game", type=int, default=0, metavar="N",

@@ -120,7 +120,8 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
         raw_batch = batch * max(1, (num_workers + 1) // 2)
         obs = export.random_positions(raw_batch, rng)
         raw = rate(lambda: scorer.evaluate(obs), raw_batch, seconds)
-        result.update(net=net.config.label, device=str(torch_device), precision=str(scorer.dtype or "float32"),
+        result.update(net=net.config.label, device=str(torch_device),
+                      precision=str(scorer.dtype or "float32").removeprefix("torch."),
                       threads=cfg.threads, workers=num_workers, batch=batch, raw_batch=raw_batch,
                       raw_evals_per_s=round(raw, 1))
     start = time.perf_counter()

@@ -232,14 +232,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
         "num_generations": 450,
     }),
-    # the same recipe scaled to a GPU: more games, simulations and steps a generation
+    # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
+    # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
+    # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
     "gpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
-        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core; each
-        # worker keeps 32 games in flight (the network sees 32 x cores positions at a time), as the cpu preset
-        # does, so that its later games can fork.
-        "selfplay": {"num_games": 1024, "num_parallel_games": 32, "num_workers": -1},
+        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.  Each
+        # worker keeps 64 games in flight: the tree work's numpy calls cost per call, so 64 games a worker gave
+        # 2.4 times the self-play rate of 32 on the H100's 16 cores; 2,048 games a generation give each of 16
+        # workers two rounds of 64, so that its later games can fork (on 4 cores, eight rounds).
+        "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,

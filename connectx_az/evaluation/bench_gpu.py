@@ -1,0 +1,436 @@
+"""The GPU check (``connectx-az bench gpu``, ``make gpu-check``): what only a GPU can show, in one time-boxed
+command that writes one JSON and its log.
+
+Steps, in order (``STEPS``):
+
+``device``       torch, CUDA and cuDNN versions; the device, its compute capability and memory; the precision
+                 ``auto`` picks there (``network.autocast_dtype``); the CPU cores.
+``tests``        the tests that touch CUDA (``tests/test_gpu.py``, skipped without a GPU, and the device and
+                 precision rules of ``tests/test_network.py``), in a child pytest, when the source tree is here.
+``throughput``   self-play of the preset (``bench.bench_selfplay``, one wave of games) per precision, in this
+                 process and with worker processes; the tree work's own rate per core (the free evaluator); the
+                 network's forward time at two batch sizes (what the T4 projection scales).
+``generations``  a fresh run of the preset for a few generations (``train.run``): self-play and training seconds
+                 a generation, and the preset's whole run projected from them, here and on a T4 (``project``).
+``submission``   the run exported to ONNX, built into a ``submission.py`` with the shipped book, and a few
+                 full-budget moves played by a file of it in a fresh interpreter as Kaggle runs it
+                 (``bench.bench_submission``).
+
+``gpu_check.json`` in the output folder is rewritten as each step ends, so a check that is killed keeps what it
+had measured; ``gpu_check.log`` holds the same lines as the terminal.  A step starts only when the time left of
+the budget covers its estimate, else it is recorded as skipped with the reason; a step that fails is recorded
+with its error's last line and the next one still runs.  The same command runs on the CPU with the ``smoke``
+preset in ``make test`` (``tests/test_bench_gpu.py``): only the device and the sizes differ.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from connectx_az import files
+from connectx_az.evaluation import bench
+
+log = logging.getLogger(__name__)
+
+STEPS = ("device", "tests", "throughput", "generations", "submission")
+PRECISIONS = ("float32", "float16", "bfloat16")
+#: peak dense throughput in TFLOP/s, (float16/bfloat16 tensor cores, float32), by a word of the device's name:
+#: the vendor's data sheets (the SXM parts where there are two).  Used only to scale a measured rate to a T4.
+PEAK_TFLOPS = {
+    "H200": (989.0, 67.0), "H100": (989.0, 67.0), "A100": (312.0, 19.5), "L4": (121.0, 30.3),
+    "A10G": (125.0, 31.2), "V100": (125.0, 15.7), "T4": (65.0, 8.1), "P100": (18.7, 9.3),
+}
+#: the CPU cores of a Kaggle "GPU T4 x2" session, which do the tree work there
+KAGGLE_CORES = 4
+#: the batch sizes at which the network's forward time is measured, for the latency + per-position model
+FORWARD_BATCHES = (32, 512)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckConfig:
+    """What the check runs and how big.  The defaults are the GPU form (about seven minutes on an H100)."""
+
+    preset: str = "gpu"
+    device: str = "auto"
+    budget: float = 420.0  # seconds for all the steps together
+    generations: int = 3
+    seconds: float = 3.0  # each raw-rate measurement
+    precisions: tuple[str, ...] = PRECISIONS
+    # self-play worker processes per throughput row (-1: one per core), in this order, each with every precision
+    # (the device's auto precision first): the rows that do not fit the step's share of the budget are the last
+    workers: tuple[int, ...] = (-1, 0)
+    num_moves: int = 3  # moves the built file plays
+    act_timeout: float = 2.0  # the clock of those moves, Kaggle's by default
+    tests: bool = True
+
+
+def run(out_dir: str | Path, config: CheckConfig = CheckConfig(), *,
+        clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Run the check's steps into ``out_dir`` (created); returns the record also saved as ``gpu_check.json``.
+
+    The record: ``config`` (this ``CheckConfig``), ``steps`` (per name: ``status`` ``ok``, ``failed`` or
+    ``skipped``, ``seconds``, ``reason`` where not ok, and the step's figures) and ``total_seconds``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out_dir / "gpu_check.log", mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    record: dict[str, Any] = {"config": {k: list(v) if isinstance(v, tuple) else v
+                                         for k, v in config.__dict__.items()},
+                              "steps": {}, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    started = clock()
+    ctx = _Context(config=config, out_dir=out_dir)
+    steps: dict[str, tuple[Callable[[_Context], dict[str, Any]], float]] = {
+        "device": (_device, 5.0), "tests": (_tests, 20.0), "throughput": (_throughput, 30.0),
+        "generations": (_generations, 30.0), "submission": (_submission, 15.0),
+    }
+    try:
+        for name in STEPS:
+            fn, estimate = steps[name]
+            left = config.budget - (clock() - started)
+            ctx.left = left
+            if name == "tests" and not config.tests:
+                result = {"status": "skipped", "reason": "not asked for"}
+            elif left < estimate:
+                result = {"status": "skipped", "reason": f"{left:.0f} s of the budget left, the step needs about "
+                                                         f"{estimate:.0f} s"}
+            else:
+                log.info("%s ...", name)
+                t0 = clock()
+                try:
+                    result = {"status": "ok", **fn(ctx)}
+                except Exception as exc:  # one broken step must not cost the others their figures
+                    log.info("%s", traceback.format_exc())
+                    result = {"status": "failed", "reason": _last_line(exc)}
+                result["seconds"] = round(clock() - t0, 1)
+            record["steps"][name] = result
+            record["total_seconds"] = round(clock() - started, 1)
+            log.info("%s: %s", name, _short(result))
+            _save(out_dir, record)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    return record
+
+
+@dataclass
+class _Context:
+    """What the steps hand on: the config, the output folder, the time left, and earlier steps' figures."""
+
+    config: CheckConfig
+    out_dir: Path
+    left: float = 0.0
+    auto_precision: str = "float32"
+    figures: dict[str, Any] | None = None
+    run_dir: Path | None = None
+
+
+def _save(out_dir: Path, record: dict[str, Any]) -> None:
+    files.atomic_write_bytes(out_dir / "gpu_check.json", (json.dumps(record, indent=2) + "\n").encode())
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
+
+
+def _short(result: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in result.items() if not isinstance(v, list | dict)})
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _device(ctx: _Context) -> dict[str, Any]:
+    import torch
+
+    from connectx_az.training import devices, network
+
+    device = devices.resolve_device(ctx.config.device)
+    out: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
+                           "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+                           "device": str(device), "cpus": os.cpu_count(), "python": platform.python_version(),
+                           "machine": platform.machine()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        out.update(name=props.name, capability=f"{props.major}.{props.minor}",
+                   memory_gib=round(props.total_memory / 2**30, 1), multiprocessors=props.multi_processor_count,
+                   arch_list=torch.cuda.get_arch_list())
+    else:
+        out.update(name=platform.processor() or platform.machine(), capability=None)
+    dtype = network.autocast_dtype(device, "auto")
+    out["auto_precision"] = ctx.auto_precision = str(dtype).removeprefix("torch.") if dtype is not None else "float32"
+    return out
+
+
+def _tests(ctx: _Context) -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[2]
+    paths = [root / "tests" / name for name in ("test_gpu.py", "test_network.py")]
+    if not all(p.is_file() for p in paths):
+        return {"status": "skipped", "reason": f"no source tree at {root} (the tests are not installed)"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           *map(str, paths)], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=max(10.0, ctx.left - 5))
+    lines = done.stdout.strip().splitlines()
+    (ctx.out_dir / "gpu_check_tests.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"pytest exited {done.returncode}: {lines[-1] if lines else done.stderr[-200:]}")
+    return {"summary": lines[-1] if lines else "", "skipped": [line for line in lines if line.startswith("SKIPPED")]}
+
+
+def _throughput(ctx: _Context) -> dict[str, Any]:
+    cfg = ctx.config
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    t_start = time.monotonic()
+    # the tree work's own rate, at the preset's games in flight in one process: what bounds a machine of few cores
+    precisions = sorted(cfg.precisions, key=lambda p: p != ctx.auto_precision)
+    settings = [("free", None, 0)] + [("network", p, w) for w in cfg.workers for p in precisions]
+    last = 0.0
+    for evaluator, precision, workers in settings:
+        used = time.monotonic() - t_start
+        # the throughput rows get at most 40% of the time left at the step's start, the rest is the generations'
+        if used + last > 0.4 * ctx.left:
+            skipped.append(f"{evaluator} {precision or ''} workers {workers}".replace("  ", " "))
+            continue
+        t0 = time.monotonic()
+        num_workers = _workers(workers)
+        row = bench.bench_selfplay(preset=cfg.preset, seconds=cfg.seconds, num_workers=num_workers,
+                                   evaluator=evaluator, device=cfg.device, precision=precision,
+                                   checkpoint=_shipped_checkpoint(cfg.preset))
+        last = time.monotonic() - t0
+        keep = ("evaluator", "precision", "workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s",
+                "tree_evals_per_s_per_core", "positions_per_s", "games_per_hour", "mean_leaf_depth")
+        rows.append({**{k: row[k] for k in keep if k in row}, "seconds": round(last, 1)})
+        log.info("  %s", rows[-1])
+    forward = _forward_times(cfg)
+    out: dict[str, Any] = {"rows": rows, "forward": forward}
+    if skipped:
+        out["skipped_rows"] = skipped
+        out["reason"] = f"out of time for {len(skipped)} rows"
+    ctx.figures = {"rows": rows, "forward": forward}
+    return out
+
+
+def _shipped_checkpoint(preset: str) -> Path | None:
+    """The shipped network's weights where the preset trains that network (its trees are as deep as a trained
+    network's, a fresh one's about half as deep), else None (a fresh network of the preset's shape)."""
+    from connectx_az.training import config
+    from connectx_az.training.network import load_checkpoint
+
+    path = Path(__file__).resolve().parents[1] / "models" / "default.pt"
+    if not path.is_file() or load_checkpoint(path)[0].config != config.make_config(preset).net:
+        return None
+    return path
+
+
+def _workers(workers: int) -> int:
+    from connectx_az.training import workers as workers_module
+
+    return workers_module.resolve_num_workers(workers)
+
+
+def _forward_times(cfg: CheckConfig) -> dict[str, Any]:
+    """Seconds of one forward pass of the preset's network at ``FORWARD_BATCHES``, at the auto precision."""
+    import torch
+
+    from connectx_az.training import config, devices, export
+    from connectx_az.training.network import PolicyValueNet, TorchEvaluator
+
+    run_config = config.make_config(cfg.preset)
+    device = devices.resolve_device(cfg.device)
+    torch.manual_seed(0)
+    evaluator = TorchEvaluator(PolicyValueNet(run_config.net), device, "auto")
+    out = {}
+    for batch in FORWARD_BATCHES:
+        obs = export.random_positions(batch, np.random.default_rng(0))
+        out[str(batch)] = round(batch / bench.rate(lambda obs=obs: evaluator.evaluate(obs), batch, cfg.seconds / 2), 7)
+    return {"batches": list(FORWARD_BATCHES), "seconds": out}
+
+
+def _generations(ctx: _Context) -> dict[str, Any]:
+    from connectx_az.training import config, runs, train
+
+    cfg = ctx.config
+    run_config = config.make_config(cfg.preset, overrides=[f"device={cfg.device}"])
+    ctx.run_dir = ctx.out_dir / "run"
+    if (ctx.run_dir / "config.json").exists():
+        shutil.rmtree(ctx.run_dir)  # an earlier check's run in the same folder
+    reserve = 40.0 if cfg.num_moves else 10.0  # for the submission step
+    wanted = min(cfg.generations, run_config.num_generations)
+    train.run(ctx.run_dir, run_config, num_generations=wanted, progress=False,
+              time_budget=max(1.0, ctx.left - reserve))
+    rows = runs.read_metrics(ctx.run_dir)
+    if not rows:
+        raise RuntimeError("no generation finished inside the budget")
+    keep = ("generation", "seconds", "selfplay_seconds", "train_seconds", "num_games", "num_positions",
+            "num_evaluations", "evals_per_second", "replay_positions")
+    out: dict[str, Any] = {"rows": [{k: r[k] for k in keep if k in r} for r in rows]}
+    if len(rows) < wanted:
+        out["reason"] = f"{len(rows)} of {wanted} generations inside the budget"
+    out["projection"] = project(out["rows"], num_generations=run_config.num_generations,
+                                num_parallel_games=run_config.selfplay.num_parallel_games,
+                                num_workers=_workers(run_config.selfplay.num_workers),
+                                figures=ctx.figures, device_name=_device_name(cfg.device))
+    return out
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    from connectx_az.training import devices
+
+    resolved = devices.resolve_device(device)
+    return torch.cuda.get_device_name(resolved) if resolved.type == "cuda" else "cpu"
+
+
+def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_games: int, num_workers: int,
+            figures: dict[str, Any] | None, device_name: str) -> dict[str, Any]:
+    """The preset's whole run projected from a few of its generations' ``rows``, here and on a T4.
+
+    Here: the median generation's seconds (the first generation, which pays CUDA's and cuDNN's warm-up, is left
+    out when there are others) times ``num_generations``.
+
+    On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each), each part of a
+    generation is scaled on its own:
+
+    - self-play is bounded by the slower of two rates, the network's and the tree work's.  The network's: its
+      forward time measured here at two batch sizes (``figures["forward"]``) fits
+      ``t(B) = latency + B * per_position``; on the T4 the latency is kept (launching kernels is host work)
+      and ``per_position`` grows by the ratio of the two GPUs' peak float16 tensor throughput
+      (``PEAK_TFLOPS``), at the batch the server sends (``num_parallel_games`` for each of half the workers).
+      The tree work's: its rate per core measured here with the free evaluator (``figures["rows"]``) times
+      the workers, at this machine's core speed.  The same bound computed for this machine
+      (``num_workers`` workers) against the self-play rate the generations measured gives the share of the
+      bound that self-play reaches here (``efficiency``: the server's pipes and turn-taking).  The T4's hours
+      are given at the bound (``hours_at_best``) and at this machine's share of it (``hours``);
+    - training, float32, grows by the ratio of the two GPUs' peak float32 throughput, an upper bound where small
+      steps are bound by latency rather than arithmetic;
+    - the rest of a generation (replay loading, the held-out and Pons evaluations) is kept as measured here.
+
+    ``t4`` is the reason instead where this device's peak figures are unknown or no throughput was measured.
+    """
+    steady = rows[1:] or rows
+    gen_seconds = statistics.median(r["seconds"] for r in steady)
+    selfplay_seconds = statistics.median(r["selfplay_seconds"] for r in steady)
+    train_seconds = statistics.median(r["train_seconds"] for r in steady)
+    evaluations = statistics.median(r["num_evaluations"] for r in steady)
+    out: dict[str, Any] = {
+        "generation_seconds": round(gen_seconds, 1), "selfplay_seconds": round(selfplay_seconds, 1),
+        "train_seconds": round(train_seconds, 1), "evaluations_per_generation": int(evaluations),
+        "selfplay_evals_per_s": round(evaluations / selfplay_seconds),
+        "hours_here": round(gen_seconds * num_generations / 3600, 2), "num_generations": num_generations,
+    }
+    peaks = next((v for k, v in PEAK_TFLOPS.items() if k in device_name.upper().split()), None)
+    free = [r for r in (figures or {}).get("rows", []) if r.get("evaluator") == "free"]
+    if peaks is None or not free:
+        out["t4"] = (f"no projection: the peak figures of {device_name!r} are unknown" if peaks is None
+                     else "no projection: the tree work's rate was not measured")
+        return out
+    forward = figures["forward"]["seconds"]  # type: ignore[index]
+    (b1, b2), (t1, t2) = FORWARD_BATCHES, (forward[str(FORWARD_BATCHES[0])], forward[str(FORWARD_BATCHES[1])])
+    per_position = max((t2 - t1) / (b2 - b1), 0.0)
+    latency = max(t1 - b1 * per_position, 1e-6)
+    tree_per_core = free[0]["tree_evals_per_s_per_core"]
+
+    def bound(workers: int, scale: float) -> tuple[float, float]:
+        batch = num_parallel_games * max(1, (workers + 1) // 2)
+        return batch / (latency + batch * per_position * scale), tree_per_core * max(1, workers)
+
+    efficiency = min(1.0, (evaluations / selfplay_seconds) / min(bound(num_workers, 1.0)))
+    tensor_ratio, fp32_ratio = peaks[0] / PEAK_TFLOPS["T4"][0], peaks[1] / PEAK_TFLOPS["T4"][1]
+    network_rate, tree_rate = bound(KAGGLE_CORES, tensor_ratio)
+    rest = max(gen_seconds - selfplay_seconds - train_seconds, 0.0)
+    t4_train = train_seconds * fp32_ratio
+    best = evaluations / min(network_rate, tree_rate) + t4_train + rest
+    likely = evaluations / (min(network_rate, tree_rate) * efficiency) + t4_train + rest
+    out["t4"] = {
+        "hours": round(likely * num_generations / 3600, 2), "generation_seconds": round(likely, 1),
+        "hours_at_best": round(best * num_generations / 3600, 2), "efficiency": round(efficiency, 3),
+        "train_seconds": round(t4_train, 1), "network_evals_per_s": round(network_rate),
+        "tree_evals_per_s": round(tree_rate), "bound": "network" if network_rate < tree_rate else "tree work",
+        "forward_latency_s": round(latency, 6), "forward_per_position_s": round(per_position, 10),
+        "tensor_ratio": round(tensor_ratio, 2), "fp32_ratio": round(fp32_ratio, 2),
+    }
+    return out
+
+
+def _submission(ctx: _Context) -> dict[str, Any]:
+    from connectx_az.agent import builder
+    from connectx_az.training import export
+    from connectx_az.training.network import load_checkpoint
+
+    if ctx.run_dir is None or not (ctx.run_dir / "checkpoint.pt").is_file():
+        return {"status": "skipped", "reason": "no run to export (the generations step did not finish one)"}
+    net, _ = load_checkpoint(ctx.run_dir / "checkpoint.pt")
+    report = export.export_onnx(net, ctx.run_dir / "model.onnx")
+    built = builder.build_submission(report.path, ctx.run_dir / "submission.py")
+    out: dict[str, Any] = {"onnx_bytes": report.num_bytes, "submission_mb": round(built.num_bytes / 1e6, 3),
+                           "book_entries": built.book_entries}
+    if ctx.config.num_moves:
+        played = bench.bench_submission(report.path, num_moves=ctx.config.num_moves,
+                                        act_timeout=ctx.config.act_timeout, timeout=max(30.0, ctx.left))
+        out.update({k: played[k] for k in ("backend", "load_seconds", "move_seconds", "move_simulations",
+                                           "peak_rss_mb")})
+    return out
+
+
+# --------------------------------------------------------------------------- the summary
+
+
+def format_result(record: dict[str, Any]) -> str:
+    """The check's record as the lines the terminal shows."""
+    lines = [f"GPU check ({record['date']}, {record.get('total_seconds', 0):.0f} s of a "
+             f"{record['config']['budget']:.0f} s budget, preset {record['config']['preset']})"]
+    for name, step in record["steps"].items():
+        head = f"  {name:<12}{step['status']}" + (f" ({step['seconds']:.0f} s)" if "seconds" in step else "")
+        lines.append(head + (f": {step['reason']}" if "reason" in step else ""))
+        if step["status"] != "ok":
+            continue
+        if name == "device":
+            lines.append(f"    {step['name']} (capability {step['capability']}), torch {step['torch']}, CUDA "
+                         f"{step['cuda']}, {step['cpus']} CPUs; auto precision: {step['auto_precision']}")
+        elif name == "tests":
+            lines.append(f"    {step['summary']}")
+        elif name == "throughput":
+            for row in step["rows"]:
+                if row["evaluator"] == "free":
+                    lines.append(f"    tree work alone, batch {row['batch']}: {row['tree_evals_per_s_per_core']:,.0f} "
+                                 f"evaluations/s per core")
+                else:
+                    lines.append(f"    {row['precision']:<9} workers {row['workers']:>2}: "
+                                 f"{row['positions_per_s']:,.1f} positions/s, {row['selfplay_evals_per_s']:,.0f} "
+                                 f"evaluations/s (raw {row['raw_evals_per_s']:,.0f} at batch {row['raw_batch']})")
+        elif name == "generations":
+            for row in step["rows"]:
+                lines.append(f"    generation {row['generation']}: {row['seconds']:.1f} s (self-play "
+                             f"{row['selfplay_seconds']:.1f}, training {row['train_seconds']:.1f})")
+            p = step["projection"]
+            lines.append(f"    the preset's {p['num_generations']} generations: {p['hours_here']} hours here")
+            t4 = p["t4"]
+            lines.append(f"    on a T4 (projected): {t4['hours']} hours at this machine's share of the bound "
+                         f"({t4['efficiency']:.0%}), {t4['hours_at_best']} at the bound ({t4['bound']})"
+                         if isinstance(t4, dict) else f"    on a T4: {t4}")
+        elif name == "submission":
+            lines.append(f"    submission.py {step['submission_mb']} MB with {step['book_entries']:,} book entries"
+                         + (f"; moves {step['move_seconds']} s, {step['move_simulations']} simulations "
+                            f"({step['backend']})" if "move_seconds" in step else ""))
+    return "\n".join(lines)
