@@ -9,6 +9,7 @@ print one line starting with ``error:`` and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -54,8 +55,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         errors.append(export.ModelError)
     from connectx_az.agent.builder import BuildError
     from connectx_az.cards import CardError
+    from connectx_az.evaluation.compare import CompareError
 
-    errors += [BuildError, CardError]
+    errors += [BuildError, CardError, CompareError]
     return tuple(errors)
 
 
@@ -474,6 +476,33 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
     return 0 if all(s["status"] != "failed" for s in record["steps"].values()) else 1
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from connectx_az import cards
+    from connectx_az.evaluation import compare
+
+    sizes = compare.QUICK if args.quick else compare.FULL
+    changes = {k: v for k, v in (("limit", args.limit), ("games", args.games), ("network_limit", args.limit),
+                                 ("act_timeout", args.act_timeout)) if v is not None}
+    if any(v <= 0 for v in changes.values()):
+        raise UserError("--limit, --games and --act-timeout must be positive")
+    if args.duel_opening:
+        changes["duel_opening"] = args.duel_opening
+    sizes = compare.Sizes(**{**dataclasses.asdict(sizes), **changes})
+    candidate = Path(args.candidate)
+    out = Path(args.out or f"build/compare/{candidate.stem or candidate.name}{'-quick' if args.quick else ''}")
+    print(f"compare into {out} ({sizes.label}); a killed compare resumes where it stopped", flush=True)
+    result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, core=args.core,
+                         duel_cache=args.duel_cache)
+    print("\n".join(compare.format_verdict(result, sizes=sizes, candidate=str(candidate), shipped=args.against)))
+    if args.card:
+        model = out / "candidate.onnx" if (out / "candidate.onnx").is_file() else candidate
+        card = cards.load(model.with_suffix(".json"))
+        card["strength"] = compare.strength_card(out)
+        Path(args.card).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.card}: {card['strength']['headline']}")
+    return 0 if result["ships"] else 1
+
+
 def _check_agent_model(model: str) -> None:
     """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
     from connectx_az.agent import onnx_numpy
@@ -844,6 +873,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", help="a training run folder (its metrics.jsonl)")
     p.add_argument("--out", help="output folder (default RUN_DIR/plots)")
     p.set_defaults(func=cmd_plot)
+
+    from connectx_az.evaluation import compare  # numpy only: the rule's text and the defaults
+
+    p = sub.add_parser("compare", help="may a candidate ship? Its file and the shipped one graded paired; a verdict",
+                       description="Build CANDIDATE with the shipped book, grade it and the shipped file on the same "
+                       "positions (the six Pons sets under the Kaggle clock in both runtimes, games against negamax, "
+                       "the duel against the noisy perfect opponent, the two networks alone at 800 simulations), "
+                       "print each figure with the paired counts and p-values, and a verdict (exit 0: may ship; 1: "
+                       "not). " + compare.RULE + " The full compare takes hours on one core; --quick about ten "
+                       "minutes a runtime.")
+    p.add_argument("candidate", help="an ONNX model, a training run folder or a built submission.py")
+    p.add_argument("--against", default=str(compare.SHIPPED_MODEL),
+                   help="what to compare with (default: the shipped model, built with the shipped book)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"samples: {compare.QUICK.label}, the networks on {compare.QUICK.network_limit} positions "
+                        "a set")
+    p.add_argument("--out", help="folder for the builds and grades (default build/compare/CANDIDATE[-quick])")
+    p.add_argument("--card", metavar="PATH", help="write the candidate's model card, its strength from these grades")
+    p.add_argument("--runtimes", nargs="+", choices=list(compare.RUNTIMES), default=list(compare.RUNTIMES),
+                   help="the agent's runtimes to grade (default both)")
+    p.add_argument("--core", type=int, help="pin the grading to this CPU core (the clock is what is measured)")
+    p.add_argument("--limit", type=int, help="positions a set instead (also for the networks)")
+    p.add_argument("--games", type=int, help="games a seat against negamax and in the duel instead")
+    p.add_argument("--act-timeout", type=float, help="seconds a move instead of Kaggle's 2: quick checks only")
+    p.add_argument("--duel-opening", metavar="MOVES",
+                   help="start every duel game from this position (1-based columns, e.g. 4444333): quick checks only")
+    p.add_argument("--duel-cache", default="build/duel_cache.sqlite",
+                   help="the duel referee's solved positions (default build/duel_cache.sqlite)")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bench", help="speed benchmarks")
     p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],

@@ -333,6 +333,18 @@ def build_submission(
                        net_label=net_label, book_entries=book_entries, book_bytes=len(book_data))
 
 
+def embedded_model(path: str | Path) -> bytes:
+    """The ONNX model a built ``submission.py`` embeds (its ``MODEL_B64``); ``BuildError`` where it holds none."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"cannot read {path} ({type(exc).__name__})") from None
+    match = re.search(r'^MODEL_B64 = """\n(.*?)"""', text, re.S | re.M)
+    if match is None:
+        raise BuildError(f"{path} is not a file built by connectx-az (no embedded model)")
+    return base64.b64decode(match[1])
+
+
 def _write_atomic(text: str, path: Path) -> None:
     try:
         files.atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,148 @@
+"""``connectx-az compare``: the release rule on synthetic grade files (worse, level, better; positions that
+differ), the card's strength read from the grades, and a smoke compare of two small models end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from connectx_az import cli
+from connectx_az.evaluation import compare, pons
+
+
+def test_the_sign_test_is_the_one_sided_exact_binomial() -> None:
+    assert compare.sign_test(0, 0) == 1.0
+    assert compare.sign_test(3, 0) == 1 / 8
+    assert compare.sign_test(9, 1) == 11 / 1024
+    assert compare.sign_test(0, 5) == 1.0
+    # the release issue's two counts: noise, far from 0.05
+    assert round(compare.sign_test(11, 7), 2) == 0.24 and round(compare.sign_test(7, 4), 2) == 0.27
+
+
+def _cell(n: int, mistakes: list[int]) -> dict:
+    return {"n": n, "mistake_rate": len(mistakes) / n, "strict_rate": 0.0, "mistakes": mistakes}
+
+
+def write_grades(folder: Path, *, runtime: str = "numpy", candidate: dict[str, list[int]] | None = None,
+                 shipped: dict[str, list[int]] | None = None, n: int = 20, lost: int = 0, value_losses: int = 0,
+                 network_candidate: dict[str, list[int]] | None = None) -> None:
+    """Grade files as a compare's children write them: every set with the given mistakes (none by default)."""
+    candidate, shipped = candidate or {}, shipped or {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in pons.SETS:
+        rows = {"candidate@2s": {name: _cell(n, candidate.get(name, []))},
+                "shipped@2s": {name: _cell(n, shipped.get(name, []))}}
+        (folder / f"pons_{runtime}_{name}.json").write_text(json.dumps(rows))
+    results = [{"opponent": "negamax", "wins": 20 - lost, "draws": 0, "losses": lost, "bad_statuses": [],
+                "max_move_s": 1.5}]
+    (folder / f"negamax_{runtime}.json").write_text(json.dumps({"results": results}))
+    summary = {"games": 20, "value_losses": value_losses, "file_moves": 300, "unconverted": 0, "won_positions": 12,
+               "failures": [], "slowest_move_s": 1.9}
+    (folder / f"duel_{runtime}.json").write_text(json.dumps({"summary": summary}))
+    network_candidate = network_candidate or {}
+    network = {mode: {name: {**_cell(n, network_candidate.get(name, []) if mode == "mcts800" else []),
+                             "control": _cell(n, []),
+                             "only_this_right": 0, "only_control_right": len(network_candidate.get(name, []))
+                             if mode == "mcts800" else 0} for name in pons.SETS}
+               for mode in ("policy", "mcts800")}
+    (folder / "network.json").write_text(json.dumps(network))
+
+
+def test_level_grades_ship(tmp_path) -> None:
+    write_grades(tmp_path, candidate={"Begin-Hard": [1, 2, 3]}, shipped={"Begin-Hard": [1, 2, 3]})
+    result = compare.verdict(tmp_path, runtimes=("numpy",))
+    assert result["ships"] and result["fails"] == [] and result["missing"] == []
+    hard = result["runtimes"]["numpy"]["sets"]["Begin-Hard"]
+    assert (hard["candidate"], hard["shipped"], hard["only_candidate"], hard["only_shipped"], hard["p"]) == \
+        (3, 3, 0, 0, 1.0)
+
+
+def test_a_few_more_mistakes_are_noise_and_many_more_are_worse(tmp_path) -> None:
+    # 4 against 1 discordant positions: p = 6/32, noise; the candidate ships
+    write_grades(tmp_path / "noise", candidate={"Begin-Hard": [1, 2, 3, 4]}, shipped={"Begin-Hard": [5]})
+    noise = compare.verdict(tmp_path / "noise", runtimes=("numpy",))
+    assert noise["ships"] and noise["runtimes"]["numpy"]["sets"]["Begin-Hard"]["p"] == 6 / 32
+    # 9 against 0: p = 1/512 < 0.05, worse; the verdict names the set and its p-value
+    write_grades(tmp_path / "worse", candidate={"Begin-Medium": list(range(9))})
+    worse = compare.verdict(tmp_path / "worse", runtimes=("numpy",))
+    assert not worse["ships"]
+    [line] = worse["fails"]
+    assert line.startswith("numpy Begin-Medium: worse (9 mistakes against 0, paired 9 / 0, p = 0.00195")
+    text = "\n".join(compare.format_verdict(worse, sizes=compare.FULL, candidate="c.onnx", shipped="s.onnx"))
+    assert "verdict: keep the shipped file; numpy Begin-Medium: worse" in text
+    # better: the reverse counts ship
+    write_grades(tmp_path / "better", shipped={"Begin-Medium": list(range(9))})
+    assert compare.verdict(tmp_path / "better", runtimes=("numpy",))["ships"]
+
+
+def test_a_lost_game_a_value_losing_move_or_a_worse_network_fails(tmp_path) -> None:
+    write_grades(tmp_path / "lost", lost=1)
+    assert compare.verdict(tmp_path / "lost", runtimes=("numpy",))["fails"] == [
+        "numpy negamax: 19 of 20 won, 0 timeouts or errors"]
+    write_grades(tmp_path / "duel", value_losses=1)
+    assert compare.verdict(tmp_path / "duel", runtimes=("numpy",))["fails"] == [
+        "numpy duel: 1 value-losing moves, 0 timeouts or errors"]
+    write_grades(tmp_path / "net", network_candidate={"Middle-Medium": list(range(6))})
+    [line] = compare.verdict(tmp_path / "net", runtimes=("numpy",))["fails"]
+    assert line.startswith("network alone Middle-Medium: worse at MCTS 800 (6 against 0, paired 6 / 0")
+
+
+def test_grades_on_different_positions_are_refused_and_missing_ones_are_named(tmp_path) -> None:
+    write_grades(tmp_path)
+    rows = json.loads((tmp_path / "pons_numpy_Begin-Hard.json").read_text())
+    rows["shipped@2s"]["Begin-Hard"]["n"] = 19
+    (tmp_path / "pons_numpy_Begin-Hard.json").write_text(json.dumps(rows))
+    with pytest.raises(compare.CompareError, match="different positions"):
+        compare.verdict(tmp_path, runtimes=("numpy",))
+    (tmp_path / "pons_numpy_Begin-Hard.json").unlink()
+    (tmp_path / "network.json").unlink()
+    result = compare.verdict(tmp_path, runtimes=("numpy",))
+    assert result["missing"] == ["numpy Begin-Hard", "network alone"]
+    assert "not graded: numpy Begin-Hard, network alone" in compare.format_verdict(
+        result, sizes=compare.QUICK, candidate="c", shipped="s")
+
+
+def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
+    for runtime in compare.RUNTIMES:
+        write_grades(tmp_path, runtime=runtime, candidate={"Begin-Hard": [0, 1] if runtime == "numpy" else [],
+                                                           "End-Easy": [4]})
+    (tmp_path / "compare.json").write_text(json.dumps({"candidate": "c.onnx", "against": "s.onnx",
+                                                       "sizes": {**compare.FULL.__dict__},
+                                                       "runtimes": list(compare.RUNTIMES)}))
+    network = json.loads((tmp_path / "network.json").read_text())
+    network["value"] = {"Begin-Hard": {"n": 1000, "accuracy": 0.7123, "mistakes": []}}
+    (tmp_path / "network.json").write_text(json.dumps(network))
+    card = compare.strength_card(tmp_path)
+    assert card["headline"] == ("Kaggle clock, with the book: Pons Begin-Hard 0.0% (kaggle) / 10.0% (numpy) mistakes, "
+                                "other sets <= 5.0%")
+    assert card["command"] == "connectx-az compare c.onnx"
+    assert card["network"].startswith("MCTS 800 (network alone): Begin-Hard 0.0%, Begin-Medium 0.0%")
+    assert card["network"].endswith("value head W/D/L on Begin-Hard's 1,000 positions 71.2%")
+
+
+def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
+        tmp_path, small_onnx, wide_onnx, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("kaggle_environments")
+    out, card = tmp_path / "cmp", tmp_path / "card.json"
+    args = ["compare", str(small_onnx), "--against", str(wide_onnx), "--out", str(out), "--runtimes", "numpy",
+            "--limit", "1", "--games", "1", "--act-timeout", "0.1", "--duel-opening", "4444333",
+            "--duel-cache", str(tmp_path / "duel.sqlite")]
+    code = cli.main([*args, "--card", str(card)])
+    text = capsys.readouterr().out
+    assert code == (0 if "verdict: the candidate may ship" in text else 1)
+    assert {p.name for p in out.glob("*.json")} >= {f"pons_numpy_{s}.json" for s in pons.SETS} | {
+        "negamax_numpy.json", "duel_numpy.json", "network.json", "compare.json", "verdict.json"}
+    assert (out / "candidate.py").is_file() and (out / "shipped.py").is_file()
+    assert "numpy runtime, under the clock" in text and "network alone, MCTS 800" in text
+    assert json.loads(card.read_text())["strength"]["headline"].startswith("Kaggle clock, with the book")
+    # run again: every grade is there, nothing is graded twice, the same verdict
+    before = {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")}
+    assert cli.main(args) == code
+    assert {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")} == before
+    capsys.readouterr()
+    # another candidate in the same folder is refused in one line, nothing written
+    assert cli.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "holds another compare" in err and "\n" not in err
