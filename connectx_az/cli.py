@@ -85,7 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(json.dumps(config.to_dict(cfg or config.load_config(args.resume)), indent=2))
             return 0
         ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
-                         threads=args.threads, device=args.device, time_budget=budget)
+                         threads=args.threads, device=args.device, time_budget=budget, keep_every=args.keep_every)
     else:
         cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
         if args.init_model and cfg.net == config.make_config(args.preset).net:
@@ -98,7 +98,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
-                         progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget)
+                         progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget,
+                         keep_every=args.keep_every)
     print(f"checkpoint: {ckpt}")
     return 0
 
@@ -680,6 +681,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the settings the run would use, then exit without training")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
+    p.add_argument("--keep-every", type=int, default=0, metavar="N",
+                   help="also keep the checkpoint after every N-th generation and the last, as "
+                        "RUN_DIR/snapshots/gen_NNNN.pt (to grade along the way; default 0: only the latest)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 

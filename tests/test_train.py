@@ -360,3 +360,17 @@ def test_the_loss_panels_draw_the_proven_positions_losses_where_a_run_has_them()
     plain = [{k: r[k] for k in ("generation", "value_loss", "policy_loss")} for r in rows]
     assert panel(plain, "value loss") == ["value_loss"]
     assert panel(plain, "policy loss") == ["policy_loss"]
+
+
+def test_keep_every_keeps_every_nth_checkpoint_and_the_last(tmp_path: Path) -> None:
+    from connectx_az.training import train
+
+    cfg = config.make_config("smoke", overrides=["num_generations=3", "eval_positions=0", "selfplay.num_games=2"])
+    train.run(tmp_path / "run", cfg, progress=False, keep_every=2)
+    kept = sorted(p.name for p in (tmp_path / "run" / runs.SNAPSHOTS).iterdir())
+    assert kept == ["gen_0002.pt", "gen_0003.pt"]  # the 2nd, and the run's last
+    _, data = load_checkpoint(runs.snapshot_path(tmp_path / "run", 2))
+    assert data["generation"] == 2
+    with pytest.raises(config.ConfigError, match="positive number"):
+        train.run(tmp_path / "other", cfg, progress=False, keep_every=-1)
+    assert not (tmp_path / "other").exists()

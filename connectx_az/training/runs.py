@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
+#: where ``train --keep-every`` keeps checkpoints along the way
+SNAPSHOTS = "snapshots"
+
+
+def snapshot_path(run_dir: str | Path, generation: int) -> Path:
+    """The checkpoint kept after ``generation`` generations (``train --keep-every``)."""
+    return Path(run_dir) / SNAPSHOTS / f"gen_{generation:04d}.pt"
 
 
 def parse_duration(text: str | float) -> float:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from connectx_az import files
 from connectx_az.training import devices, replay, runs, workers
 from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config, train_command
 from connectx_az.training.network import (
@@ -181,7 +182,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
         threads: int | None = None, device: str | None = None, time_budget: float | None = None,
-        clock: Callable[[], float] = time.monotonic) -> Path:
+        keep_every: int = 0, clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
@@ -200,9 +201,13 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     ``time_budget`` (seconds from the first generation's start) stops the loop
     cleanly before a generation that would end after it, with a logged line saying
     where it stopped and how to resume; ``clock`` measures it (tests pass a fake).
+    ``keep_every`` N > 0 also keeps the checkpoint after every N-th generation and after the run's last, as
+    ``snapshots/gen_NNNN.pt`` (NNNN generations done; ``runs.snapshot_path``), for grading along the way.
     """
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
+    if keep_every < 0:
+        raise ConfigError(f"keep every {keep_every} generations: give a positive number (0 keeps none)")
     run_dir = Path(run_dir)
     changed = False
     if resume:
@@ -315,6 +320,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
                         config=json.loads(json.dumps(asdict(config))))
+        if keep_every and (generation % keep_every == 0 or generation == config.num_generations):
+            files.atomic_write_bytes(runs.snapshot_path(run_dir, generation), ckpt_path.read_bytes())
         if tb is not None:
             for key, value in row.items():
                 if isinstance(value, (int, float)):
