@@ -1,4 +1,6 @@
-"""usage: table.py RUN [RUN ...] [PNG]: recipe runs' grades (lab/recipe/grade.sh) against their generation time.
+"""usage: table.py RUN [RUN ...] [PNG]: recipe runs' grades (RUN/grades/gen_NNNN.pons.json: `connectx-az eval pons
+--sims 800 --json` of each checkpoint `train --keep-every` kept; lab/recipe/grade.sh at commit 6d9786f) against their
+generation time.
 
 Prints a markdown table per run, a row per graded snapshot: generation, hours of generation time before it
 (``metrics.jsonl``'s ``seconds``), MCTS 800 and raw-policy mistake rates on the three hard sets, and the value
