@@ -295,28 +295,14 @@ def verdict(out_dir: Path, runtimes: Sequence[str] = RUNTIMES) -> dict[str, Any]
             if s["p"] < ALPHA:
                 out["fails"].append(f"{runtime} {name}: worse ({s['candidate']} mistakes against {s['shipped']}, "
                                     f"paired {s['only_candidate']} / {s['only_shipped']}, p = {s['p']:.3g})")
-        negamax = _read(out_dir, f"negamax_{runtime}.json")
-        if negamax is None:
-            out["missing"].append(f"{runtime} negamax")
-        else:
-            results = negamax["results"]
-            negamax = {"won": sum(r["wins"] for r in results),
-                       "games": sum(r["wins"] + r["draws"] + r["losses"] for r in results),
-                       "bad": sum(len(r["bad_statuses"]) for r in results),
-                       "slowest_s": max((r["max_move_s"] for r in results), default=0.0)}
-            if negamax["won"] < negamax["games"] or negamax["bad"] or not negamax["games"]:
-                out["fails"].append(f"{runtime} negamax: {negamax['won']} of {negamax['games']} won, "
-                                    f"{negamax['bad']} timeouts or errors")
-        duel = _read(out_dir, f"duel_{runtime}.json")
-        if duel is None:
-            out["missing"].append(f"{runtime} duel")
-        else:
-            s = duel["summary"]
-            duel = {k: s[k] for k in ("games", "value_losses", "file_moves", "unconverted", "won_positions",
-                                      "failures", "slowest_move_s")}
-            if duel["value_losses"] or duel["failures"]:
-                out["fails"].append(f"{runtime} duel: {duel['value_losses']} value-losing moves, "
-                                    f"{len(duel['failures'])} timeouts or errors")
+        negamax, duel = (_games(out_dir, f"{kind}_{runtime}.json", summary, out["missing"], f"{runtime} {kind}")
+                         for kind, summary in (("negamax", _negamax), ("duel", _duel)))
+        if negamax is not None and (negamax["won"] < negamax["games"] or negamax["bad"] or not negamax["games"]):
+            out["fails"].append(f"{runtime} negamax: {negamax['won']} of {negamax['games']} won, "
+                                f"{negamax['bad']} timeouts or errors")
+        if duel is not None and (duel["value_losses"] or duel["failures"]):
+            out["fails"].append(f"{runtime} duel: {duel['value_losses']} value-losing moves, "
+                                f"{len(duel['failures'])} timeouts or errors")
         out["runtimes"][runtime] = {"sets": sets, "negamax": negamax, "duel": duel}
     network = _read(out_dir, "network.json")
     out["network"] = None
@@ -338,6 +324,29 @@ def verdict(out_dir: Path, runtimes: Sequence[str] = RUNTIMES) -> dict[str, Any]
                                     f"p = {s['p']:.3g})")
     out["ships"] = not out["fails"]
     return out
+
+
+def _games(out_dir: Path, name: str, summary: Callable[[dict], dict], missing: list[str], label: str) -> dict | None:
+    """``summary`` of the games file ``name`` in ``out_dir``, or None (and ``label`` added to ``missing``)."""
+    data = _read(out_dir, name)
+    if data is None:
+        missing.append(label)
+        return None
+    return summary(data)
+
+
+def _negamax(data: dict[str, Any]) -> dict[str, Any]:
+    """Games won of those played against negamax, the timeouts and errors, the slowest move (``validate --json``)."""
+    results = data["results"]
+    return {"won": sum(r["wins"] for r in results), "games": sum(r["wins"] + r["draws"] + r["losses"] for r in results),
+            "bad": sum(len(r["bad_statuses"]) for r in results),
+            "slowest_s": max((r["max_move_s"] for r in results), default=0.0)}
+
+
+def _duel(data: dict[str, Any]) -> dict[str, Any]:
+    """The duel's figures the verdict reads (``duel --json``'s summary)."""
+    return {k: data["summary"][k] for k in ("games", "value_losses", "file_moves", "unconverted", "won_positions",
+                                            "failures", "slowest_move_s")}
 
 
 def format_verdict(result: dict[str, Any], *, sizes: Sizes, candidate: str, shipped: str) -> list[str]:
