@@ -492,7 +492,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     candidate = Path(args.candidate)
     out = Path(args.out or f"build/compare/{candidate.stem or candidate.name}{'-quick' if args.quick else ''}")
     print(f"compare into {out} ({sizes.label}); a killed compare resumes where it stopped", flush=True)
-    result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, core=args.core,
+    result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, cores=args.cores,
                          duel_cache=args.duel_cache)
     print("\n".join(compare.format_verdict(result, sizes=sizes, candidate=str(candidate), shipped=args.against)))
     if args.card:
@@ -897,7 +897,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--card", metavar="PATH", help="write the candidate's model card, its strength from these grades")
     p.add_argument("--runtimes", nargs="+", choices=list(compare.RUNTIMES), default=list(compare.RUNTIMES),
                    help="the agent's runtimes to grade (default both)")
-    p.add_argument("--core", type=int, help="pin the grading to this CPU core (the clock is what is measured)")
+    p.add_argument("--cores", type=int, nargs="+", default=[], metavar="CORE",
+                   help="pin the grading to these CPU cores; two grade the two runtimes at once, a core each (the "
+                        "clock is what is measured: cores nothing else uses)")
     p.add_argument("--limit", type=int, help="positions a set instead (also for the networks)")
     p.add_argument("--games", type=int, help="games a seat against negamax and in the duel instead")
     p.add_argument("--act-timeout", type=float, help="seconds a move instead of Kaggle's 2: quick checks only")

@@ -146,3 +146,26 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     assert cli.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "holds another compare" in err and "\n" not in err
+
+
+def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path, monkeypatch) -> None:
+    ran: list[tuple[str, int | None]] = []
+
+    def fake_child(step, out_dir, core):
+        ran.append((step.name, core))
+        (out_dir / step.file).write_text("{}")
+
+    monkeypatch.setattr(compare, "_run_child", fake_child)
+    monkeypatch.setattr(compare.extras, "is_installed", lambda module: module != "kaggle_environments")
+    contender = compare.Contender(tmp_path / "c.py", tmp_path / "c.onnx", "c")
+    steps = compare.plan(contender, contender, compare.QUICK)
+    (tmp_path / steps[0].file).write_text("{}")  # graded before: not again
+    lines: list[str] = []
+    skipped = compare.run_steps(steps, tmp_path, cores=[0, 1], log=lines.append)
+    assert skipped == ["kaggle negamax: skipped, kaggle_environments not installed here",
+                       "numpy negamax: skipped, kaggle_environments not installed here"]
+    cores = {name.split()[0]: core for name, core in ran if name != "network alone"}
+    assert cores == {"kaggle": 0, "numpy": 1}
+    assert ran[-1] == ("network alone", 0) and steps[0].name not in [name for name, _ in ran]
+    assert len(ran) == len(steps) - 1 - 2  # all but the graded one and the two skipped
+    assert all(line.startswith("[") or "skipped" in line for line in lines)

@@ -27,8 +27,10 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -207,30 +209,65 @@ def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Seque
     return steps
 
 
-def run_steps(steps: Sequence[Step], out_dir: Path, *, core: int | None = None,
+def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = (),
               log: Callable[[str], None] = print) -> list[str]:
     """Run the steps whose file is not yet in ``out_dir``; returns a line for each step skipped for want of a
-    package.  A child that fails raises ``CompareError`` with its last line of error output."""
-    skipped = []
+    package.  A child that fails raises ``CompareError`` with its last line of error output.
+
+    ``cores``: the CPU cores to pin the children to.  With two or more, the runtimes' steps run at once, a runtime
+    a core (the clock is what is measured: give cores nothing else uses); the networks alone come last.
+    """
     todo = [s for s in steps if not (out_dir / s.file).is_file()]
-    total = sum(s.weight for s in todo) or 1.0
-    done = 0.0
-    start = time.monotonic()
-    for step in steps:
-        if (out_dir / step.file).is_file():
-            continue
+    lanes: dict[str, list[Step]] = {}
+    for step in todo:
+        lanes.setdefault(step.name.split()[0] if step.file.startswith(("pons_", "negamax_", "duel_")) else "",
+                         []).append(step)
+    progress = _Progress(sum(s.weight for s in todo), log)
+    runtime_lanes = [lane for name, lane in lanes.items() if name]
+    if len(cores) > 1 and len(runtime_lanes) > 1:
+        with ThreadPoolExecutor(len(runtime_lanes)) as pool:
+            for future in [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress)
+                           for i, lane in enumerate(runtime_lanes)]:
+                future.result()
+    else:
+        for lane in runtime_lanes:
+            _run_lane(lane, out_dir, cores[0] if cores else None, progress)
+    _run_lane(lanes.get("", []), out_dir, cores[0] if cores else None, progress)
+    return progress.skipped
+
+
+class _Progress:
+    """The compare's progress lines: each step as it starts, the share done by weight, an estimate of what is left."""
+
+    def __init__(self, total: float, log: Callable[[str], None]) -> None:
+        self.total, self.done, self.log = total or 1.0, 0.0, log
+        self.start = time.monotonic()
+        self.skipped: list[str] = []
+        self.lock = threading.Lock()
+
+    def starting(self, step: Step) -> None:
+        with self.lock:
+            elapsed = time.monotonic() - self.start
+            left = f", about {_minutes(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
+            self.log(f"[{100 * self.done / self.total:3.0f}%] {step.name}{left}")
+
+    def finished(self, step: Step, skipped: str = "") -> None:
+        with self.lock:
+            self.done += step.weight
+            if skipped:
+                self.skipped.append(skipped)
+                self.log(skipped)
+
+
+def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress) -> None:
+    for step in lane:
         missing = [m for m in step.needs if not extras.is_installed(m)]
         if missing:
-            skipped.append(f"{step.name}: skipped, {' and '.join(missing)} not installed here")
-            log(skipped[-1])
-            done += step.weight
+            progress.finished(step, f"{step.name}: skipped, {' and '.join(missing)} not installed here")
             continue
-        elapsed = time.monotonic() - start
-        left = f", about {_minutes(elapsed / done * (total - done))} left" if done else ""
-        log(f"[{100 * done / total:3.0f}%] {step.name}{left}")
+        progress.starting(step)
         _run_child(step, out_dir, core)
-        done += step.weight
-    return skipped
+        progress.finished(step)
 
 
 def _minutes(seconds: float) -> str:
@@ -388,7 +425,7 @@ def _set_lines(sets: dict[str, dict]) -> list[str]:
 
 
 def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHIPPED_MODEL, sizes: Sizes = FULL,
-        runtimes: Sequence[str] = RUNTIMES, core: int | None = None, duel_cache: str = "build/duel_cache.sqlite",
+        runtimes: Sequence[str] = RUNTIMES, cores: Sequence[int] = (), duel_cache: str = "build/duel_cache.sqlite",
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Build, grade (what is not graded yet) and judge; returns ``verdict``'s result with ``skipped`` added."""
     out_dir = Path(out_dir)
@@ -403,7 +440,7 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
     first = prepare(candidate, out_dir, "candidate")
     second = prepare(against, out_dir, "shipped")
     steps = plan(first, second, sizes, runtimes, duel_cache=duel_cache, replays=str(out_dir / "replays"))
-    skipped = run_steps(steps, out_dir, core=core, log=log)
+    skipped = run_steps(steps, out_dir, cores=cores, log=log)
     result = verdict(out_dir, runtimes)
     result["skipped"] = skipped
     files.atomic_write_bytes(out_dir / "verdict.json", (json.dumps(result, indent=2) + "\n").encode())
