@@ -125,8 +125,9 @@ def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
 def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
         tmp_path, small_onnx, wide_onnx, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("kaggle_environments")
-    out, card = tmp_path / "cmp", tmp_path / "card.json"
-    args = ["compare", str(small_onnx), "--against", str(wide_onnx), "--out", str(out), "--runtimes", "numpy",
+    out, card, candidate = tmp_path / "cmp", tmp_path / "card.json", tmp_path / "candidate.onnx"
+    candidate.write_bytes(small_onnx.read_bytes())
+    args = ["compare", str(candidate), "--against", str(wide_onnx), "--out", str(out), "--runtimes", "numpy",
             "--limit", "1", "--games", "1", "--act-timeout", "0.1", "--duel-opening", "4444333",
             "--duel-cache", str(tmp_path / "duel.sqlite")]
     code = cli.main([*args, "--card", str(card)])
@@ -142,10 +143,13 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     assert cli.main(args) == code
     assert {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")} == before
     capsys.readouterr()
-    # another candidate in the same folder is refused in one line, nothing written
+    # another candidate in the same folder is refused in one line, nothing written; so is the same file changed
     assert cli.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "holds another compare" in err and "\n" not in err
+    candidate.write_bytes(wide_onnx.read_bytes())
+    assert cli.main(args) == 2
+    assert "(since changed)" in capsys.readouterr().err
 
 
 def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path, monkeypatch) -> None:

@@ -22,6 +22,7 @@ more of the ``only_candidate + only_shipped`` discordant positions if neither fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -431,11 +432,12 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"candidate": str(Path(candidate).resolve()), "against": str(Path(against).resolve()),
-                "sizes": asdict(sizes), "runtimes": list(runtimes)}
+                "sha256": [_sha256(candidate), _sha256(against)], "sizes": asdict(sizes), "runtimes": list(runtimes)}
     saved = _read(out_dir, "compare.json")
     if saved is not None and saved != manifest:
-        raise CompareError(f"{out_dir} holds another compare ({saved['candidate']} against {saved['against']}, "
-                           f"{Sizes(**saved['sizes']).label}); choose another --out")
+        changed = " (since changed)" if saved.get("candidate") == manifest["candidate"] else ""
+        raise CompareError(f"{out_dir} holds another compare ({saved['candidate']}{changed} against "
+                           f"{saved['against']}, {Sizes(**saved['sizes']).label}); choose another --out")
     files.atomic_write_bytes(out_dir / "compare.json", (json.dumps(manifest, indent=2) + "\n").encode())
     first = prepare(candidate, out_dir, "candidate")
     second = prepare(against, out_dir, "shipped")
@@ -445,6 +447,14 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
     result["skipped"] = skipped
     files.atomic_write_bytes(out_dir / "verdict.json", (json.dumps(result, indent=2) + "\n").encode())
     return result
+
+
+def _sha256(source: str | Path) -> str | None:
+    """The checksum of what ``source`` names (a run folder: its checkpoint), so that a changed file is not taken
+    for the one graded before; None where there is nothing to read (``prepare`` says why)."""
+    path = Path(source)
+    path = path / "checkpoint.pt" if path.is_dir() else path
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
 def strength_card(out_dir: str | Path) -> dict[str, str]:
