@@ -151,7 +151,12 @@ def cmd_card(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
         raise UserError(f"{path} not found")
-    card = cards.load(path if path.suffix == ".json" else path.with_suffix(".json"))
+    if path.suffix not in (".onnx", ".json"):
+        raise UserError(f"{path} is neither an ONNX model nor its .json card")
+    card_path = path if path.suffix == ".json" else path.with_suffix(".json")
+    card = cards.load(card_path)
+    if not card:
+        raise UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it exports")
     print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
     return 0
 

@@ -552,3 +552,29 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         expected = NOT_SUBMISSIONS[argv[-1]][1]
         assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {argv[-1]} is not a submission"), argv
         assert expected in err, (argv, err)
+
+
+@pytest.mark.parametrize(("argv", "files", "message"), [
+    (["card", "README.md"], {"README.md": "# notes\n"}, "README.md is neither an ONNX model nor its .json card"),
+    (["card", "empty.py"], {"empty.py": ""}, "empty.py is neither an ONNX model nor its .json card"),
+    (["card", "model.onnx"], {"model.onnx": "x"},
+     "no model card in model.json: `connectx-az export` writes one beside the model it exports"),
+    (["card", "card.json"], {"card.json": "{}"},
+     "no model card in card.json: `connectx-az export` writes one beside the model it exports"),
+    (["build", "--model", "nonexistent.onnx"], {},
+     "model nonexistent.onnx does not exist; export one from a training run first: `connectx-az export RUN_DIR "
+     "--out nonexistent.onnx`"),
+    (["train", "run", "--preset", "smoke", "--set", "mcts.num_simulations=abc"], {},
+     "setting mcts.num_simulations: expected an integer, got 'abc'"),
+    (["train", "notarun", "--preset", "smoke"], {"notarun/notes.txt": "mine\n"},
+     "notarun is not empty and holds no run (no config.json); a new run needs a new or empty folder"),
+])
+def test_a_wrong_argument_is_one_line_that_names_it_and_nothing_is_written(
+        argv: list[str], files: dict[str, str], message: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert _one_line_error(capsys, cli.main(argv)) == f"error: {message}\n"
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
