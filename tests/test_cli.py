@@ -280,6 +280,8 @@ def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> 
                   "--limit", "2", "--runtime", "kaggle", "--bank", "30", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["submission@2s+30s/kaggle"]["Begin-Medium"]["n"] == 2
+    # what it will take, before it starts: 2 positions at up to 2 s, the 30 s bank and executing the file each
+    assert "grading 2 positions, 1 file, runtime kaggle, 2 s a move: at most about 65 s" in result.stderr
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
 
@@ -578,3 +580,29 @@ def test_a_wrong_argument_is_one_line_that_names_it_and_nothing_is_written(
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert _one_line_error(capsys, cli.main(argv)) == f"error: {message}\n"
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", [["eval", "pons", "--submission"], ["validate"], ["duel"]])
+def test_the_kaggle_runtime_without_numba_is_refused_in_one_line(command: list[str], tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    # without numba the file would play with its pure-Python solver (the numpy case) under the kaggle label
+    monkeypatch.setitem(sys.modules, "numba", None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    err = _one_line_error(capsys, cli.main([*command, "submission.py", "--runtime", "kaggle"]))
+    assert err.startswith(f"error: `connectx-az {' '.join(command[:2]).split(' -')[0]} --runtime kaggle` needs "
+                          "numba, which is not installed: run `make install-validate`"), err
+    assert err.endswith("; or use --runtime numpy\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["submission.py"]
+
+
+def test_without_tqdm_progress_is_a_plain_line_with_the_time_left(monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setattr(cli._LineBar, "interval", 0.0)  # a line every step (30 s apart otherwise)
+    assert cli.main(["bench", "solver", "--solvers", "python", "--limit", "2", "--sets", "End-Easy",
+                     "--deadline", "1"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("positions:")]
+    assert [line.split(",")[0] for line in lines] == ["positions: 1/2 positions", "positions: 2/2 positions"]
+    assert lines[0].endswith(" left") and not lines[1].endswith(" left")
+    assert cli._duration(42) == "42 s" and cli._duration(720) == "12 min" and cli._duration(4 * 3600) == "4.0 h"
