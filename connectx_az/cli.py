@@ -303,15 +303,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _require_runtime(args)
     kaggle_io.kaggle_like_process(args.runtime)
     kaggle_io.load_submission(args.submission)  # a file that is not a submission stops here, before the games
+    # each file's replays in a folder of its own: a broken file's games never replace a good one's
+    replays = args.replays or str(Path("build") / "replays" / Path(args.submission).stem)
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
-                                     replay_dir=args.replays, act_timeout=args.act_timeout,
+                                     replay_dir=replays, act_timeout=args.act_timeout,
                                      on_game=lambda _: bar.update(1))
     rows = [r.as_dict() for r in results]
     if args.json:
         print(json.dumps({"results": rows}))
     else:
-        print("\n".join(reports.validate_report(rows, runtime=args.runtime, replays=args.replays)))
+        print("\n".join(reports.validate_report(rows, runtime=args.runtime, replays=replays)))
     bad = sum(r["losses"] + len(r["bad_statuses"]) for r in rows)
     return 1 if bad else 0
 
@@ -801,7 +803,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
     p.add_argument("--opponents", nargs="+", default=["random", "negamax"],
                    help="kaggle-environments agents to play (default: random negamax)")
-    p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
+    p.add_argument("--replays", help="folder for the HTML replays of the last game against each opponent and seat "
+                   "(default build/replays/NAME, NAME the file's name without .py)")
     p.add_argument("--act-timeout", type=float,
                    help="seconds a move instead of Kaggle's 2 (the bank scales with it): quick checks only")
     _add_runtime(p)

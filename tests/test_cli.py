@@ -606,3 +606,26 @@ def test_without_tqdm_progress_is_a_plain_line_with_the_time_left(monkeypatch, c
     assert [line.split(",")[0] for line in lines] == ["positions: 1/2 positions", "positions: 2/2 positions"]
     assert lines[0].endswith(" left") and not lines[1].endswith(" left")
     assert cli._duration(42) == "42 s" and cli._duration(720) == "12 min" and cli._duration(4 * 3600) == "4.0 h"
+
+
+def test_validate_stops_at_a_broken_move_in_one_line_and_keeps_another_files_replays(tmp_path: Path) -> None:
+    pytest.importorskip("kaggle_environments")
+    leftmost = ("def agent(observation, configuration):\n"
+                "    return next(c for c in range(configuration['columns']) if observation['board'][c] == 0)\n")
+    (tmp_path / "leftmost.py").write_text(leftmost)
+    (tmp_path / "broken.py").write_text(leftmost.replace("    return", "    if observation['board'].count(0) < 41:\n"
+                                                         "        raise KeyError('lost my book')\n    return"))
+    done = _run("validate", "leftmost.py", "--opponents", "random", "--games", "1", "--act-timeout", "0.25",
+                cwd=tmp_path)
+    assert done.returncode in (0, 1) and "replays: build/replays/leftmost" in done.stdout, done.stderr
+    replays = sorted(p.relative_to(tmp_path) for p in (tmp_path / "build").rglob("*"))
+    assert [str(p) for p in replays] == ["build/replays", "build/replays/leftmost",
+                                         "build/replays/leftmost/random_seat1.html",
+                                         "build/replays/leftmost/random_seat2.html"]
+    broken = _run("validate", "broken.py", "--opponents", "random", "--games", "1", "--act-timeout", "0.25",
+                  cwd=tmp_path)
+    assert broken.returncode == 2, broken.stderr
+    assert broken.stderr.splitlines()[-1] == ("error: broken.py, game 1 against random (seat 1), ply 2: its agent "
+                                              "raised KeyError: 'lost my book'; validation stops at the file's first "
+                                              "broken move")
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "build").rglob("*")) == replays
