@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # torch for install-train and install-test: the release TORCH_SPEC (pyproject.toml asks torch>=2.4: the pin must
 # satisfy it), in the build TORCH: cpu (default: pip also looks in PyTorch's CPU index, whose "+cpu" wheels sort above
 # PyPI's CUDA ones of the same release, about 200 MB) or cuda (PyPI's own build: CUDA on Linux, several GB).  The
-# choice is recorded in $(VENV)/.torch: changing either reinstalls torch at the next install.
+# choice is recorded in $(VENV)/.torch: an install that names another one reinstalls torch.
 TORCH ?= cpu
 TORCH_SPEC ?= torch==2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -47,15 +47,19 @@ $(VENV)/.core: pyproject.toml | $(PY)
 	@$(PIP) install -e .
 	@touch $@
 
-# torch as TORCH and TORCH_SPEC ask: remade (torch uninstalled, then installed) whenever the choice recorded in the
-# stamp differs from this call's; a venv with no record keeps a torch that satisfies TORCH_SPEC.  torch alone: the
-# CPU index is asked about torch only, and its dependencies come from PyPI with the extra installed next.
+# torch as TORCH and TORCH_SPEC ask: remade (torch uninstalled, then installed) where this call names either (on the
+# command line or in the environment) and the choice recorded in the stamp differs, or where there is no stamp; a
+# plain `make test` keeps the torch recorded, and a venv with no record keeps a torch that satisfies TORCH_SPEC.
+# torch alone: the CPU index is asked about torch only; its dependencies come from PyPI with the extra installed next.
 TORCH_CHOICE := $(TORCH) $(TORCH_SPEC)
 ifeq ($(filter $(TORCH),cpu cuda),)
 $(error TORCH must be cpu or cuda, not "$(TORCH)")
 endif
-ifneq ($(shell cat $(VENV)/.torch 2>/dev/null),$(TORCH_CHOICE))
+TORCH_RECORD := $(shell cat $(VENV)/.torch 2>/dev/null)
+ifneq ($(TORCH_RECORD),$(TORCH_CHOICE))
+ifneq ($(TORCH_RECORD)$(filter-out file,$(origin TORCH) $(origin TORCH_SPEC)),$(TORCH_RECORD))
 .PHONY: $(VENV)/.torch
+endif
 endif
 $(VENV)/.torch: | $(PY)
 	$(CHECK_VENV)

@@ -80,6 +80,11 @@ def test_the_torch_build_is_cpu_by_default_and_a_changed_choice_reinstalls_it(tm
         assert f"echo '{record}' > {venv}/.torch" in plan
         assert 'install -e ".[train]"' in plan  # and the extra again, over the new torch
 
+    # a plain call keeps the torch recorded, whichever it is
+    cuda = _installed_venv(tmp_path / "cuda", "cuda torch==2.13.0")
+    assert _make("-n", "install-test", f"VENV={cuda}").stdout.strip() == "make: Nothing to be done for 'install-test'."
+    assert "uninstall -y torch" in _make("-n", "install-test", f"VENV={cuda}", "TORCH=cpu").stdout
+
     # a venv made before the record keeps a torch that satisfies the pin (pip finds it installed)
     fresh = _installed_venv(tmp_path / "old", None)
     plan = _make("-n", "install-train", f"VENV={fresh}").stdout
