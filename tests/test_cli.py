@@ -393,7 +393,8 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     shown = _run("card", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     card = json.loads(DEFAULT_CARD.read_text())
-    assert f"trained by: {card['trained_by']}" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
+    assert "trained by: four warm-started runs\n" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
+    assert card["trained_by"] == "four warm-started runs (`connectx-az card`)"  # build's line points to `card`
     as_json = _run("card", str(DEFAULT_CARD), "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == card
     (tmp_path / "bad.json").write_text("{not json")
