@@ -29,15 +29,15 @@ NEED_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
 START_OVER := run \`make distclean\` (removes $(VENV)), then make again with PYTHON=python3.11 or newer
 
 $(PY):
-	@$(PYTHON) -c '$(NEED_PYTHON)' 2>/dev/null || { echo "error: connectx-az needs Python >= 3.11, and" \
-		"$(PYTHON) is $$($(PYTHON) --version 2>&1 || echo missing): run make again with PYTHON=python3.11 or newer"; \
-		exit 1; }
+	@$(PYTHON) -c '$(NEED_PYTHON)' 2>/dev/null || { v=$$($(PYTHON) --version 2>/dev/null | head -n 1); echo "error:" \
+		"connectx-az needs Python >= 3.11, and $(PYTHON) is $${v:-not a working Python}: run make again with" \
+		"PYTHON=python3.11 or newer"; exit 1; }
 	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "error: \`$(PYTHON) -m venv\` failed (on Debian and" \
 		"Ubuntu: apt install python3-venv); $(VENV) was removed: run make again"; exit 1; }
 
 # Every install starts here: the $(VENV) that exists is one this package can use.
-CHECK_VENV = @$(PY) -c '$(NEED_PYTHON)' 2>/dev/null || { echo "error: $(VENV) holds" \
-	"$$($(PY) --version 2>&1 || echo 'no working Python'), and connectx-az needs Python >= 3.11: $(START_OVER)"; exit 1; }
+CHECK_VENV = @$(PY) -c '$(NEED_PYTHON)' 2>/dev/null || { v=$$($(PY) --version 2>/dev/null | head -n 1); echo "error:" \
+	"$(VENV) holds $${v:-no working Python}, and connectx-az needs Python >= 3.11: $(START_OVER)"; exit 1; }
 
 # Building a submission needs numpy only: no torch, no kaggle-environments.  Quiet: `make submission` prints what
 # it built and little else.

@@ -340,8 +340,8 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         # a move takes at most its clock and the bank, and executing the file (about 0.3 s) comes on top
         at_most = num_positions * files * (args.act_timeout + args.bank + 0.3)
         print(f"grading {num_positions:,} positions, {files} file{'s' if files > 1 else ''}, runtime {args.runtime}, "
-              f"{args.act_timeout:g} s a move: at most about {_duration(at_most)} (book, solver and forced moves "
-              "answer faster)", file=sys.stderr, flush=True)
+              f"{args.act_timeout:g} s a move: at most about {_duration(at_most)} after a warm-up of a few seconds "
+              "(book, solver and forced moves answer faster)", file=sys.stderr, flush=True)
         with _progress(num_positions, "positions") as bar:
             graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
