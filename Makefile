@@ -5,8 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 BIN := $(VENV)/bin
-# A CPU build of torch (override, e.g. TORCH_SPEC="torch" for a CUDA machine).
+# torch for install-train and install-test: the release TORCH_SPEC (pyproject.toml asks torch>=2.4: the pin must
+# satisfy it), in the build TORCH: cpu (default: pip also looks in PyTorch's CPU index, whose "+cpu" wheels sort above
+# PyPI's CUDA ones of the same release, about 200 MB) or cuda (PyPI's own build: CUDA on Linux, several GB).  The
+# choice is recorded in $(VENV)/.torch: an install that names another one reinstalls torch.
+TORCH ?= cpu
 TORCH_SPEC ?= torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 GAMES ?= 20
 # what the agent may import in `make validate`: numpy (numpy alone, the worst case), kaggle (numba and torch too)
 RUNTIME ?= numpy
@@ -16,29 +21,64 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: gpu-check submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean
+.PHONY: gpu-check submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean distclean
+
+# The package needs Python >= 3.11 (pyproject.toml): a PYTHON older than that is refused before $(VENV) is made, and
+# a $(VENV) left by an older one (or by hand) is refused in one line that says how to start over.
+NEED_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
+START_OVER := run \`make distclean\` (removes $(VENV)), then make again with PYTHON=python3.11 or newer
 
 $(PY):
-	@$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c '$(NEED_PYTHON)' 2>/dev/null || { v=$$($(PYTHON) --version 2>/dev/null | head -n 1); echo "error:" \
+		"connectx-az needs Python >= 3.11, and $(PYTHON) is $${v:-not a working Python}: run make again with" \
+		"PYTHON=python3.11 or newer"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "error: \`$(PYTHON) -m venv\` failed (on Debian and" \
+		"Ubuntu: apt install python3-venv); $(VENV) was removed: run make again"; exit 1; }
+
+# Every install starts here: the $(VENV) that exists is one this package can use.
+CHECK_VENV = @$(PY) -c '$(NEED_PYTHON)' 2>/dev/null || { v=$$($(PY) --version 2>/dev/null | head -n 1); echo "error:" \
+	"$(VENV) holds $${v:-no working Python}, and connectx-az needs Python >= 3.11: $(START_OVER)"; exit 1; }
 
 # Building a submission needs numpy only: no torch, no kaggle-environments.  Quiet: `make submission` prints what
 # it built and little else.
 $(VENV)/.core: pyproject.toml | $(PY)
+	$(CHECK_VENV)
 	@echo "installing connectx-az into $(VENV) (numpy only)"
 	@$(PIP) install -e .
 	@touch $@
 
-$(VENV)/.train: pyproject.toml | $(PY)
-	$(PIP) install "$(TORCH_SPEC)"
+# torch as TORCH and TORCH_SPEC ask: remade (torch uninstalled, then installed) where this call names either (on the
+# command line or in the environment) and the choice recorded in the stamp differs, or where there is no stamp; a
+# plain `make test` keeps the torch recorded, and a venv with no record keeps a torch that satisfies TORCH_SPEC.
+# torch alone: the CPU index is asked about torch only; its dependencies come from PyPI with the extra installed next.
+TORCH_CHOICE := $(TORCH) $(TORCH_SPEC)
+ifeq ($(filter $(TORCH),cpu cuda),)
+$(error TORCH must be cpu or cuda, not "$(TORCH)")
+endif
+TORCH_RECORD := $(shell cat $(VENV)/.torch 2>/dev/null)
+ifneq ($(TORCH_RECORD),$(TORCH_CHOICE))
+ifneq ($(TORCH_RECORD)$(filter-out file,$(origin TORCH) $(origin TORCH_SPEC)),$(TORCH_RECORD))
+.PHONY: $(VENV)/.torch
+endif
+endif
+$(VENV)/.torch: | $(PY)
+	$(CHECK_VENV)
+	@if [ -f $@ ]; then echo "torch: $$(cat $@) -> $(TORCH_CHOICE)"; $(PIP) uninstall -y torch; fi
+	$(PIP) install --no-deps $(if $(filter cpu,$(TORCH)),--extra-index-url $(TORCH_CPU_INDEX)) "$(TORCH_SPEC)"
+	@echo '$(TORCH_CHOICE)' > $@
+
+$(VENV)/.train: pyproject.toml $(VENV)/.torch | $(PY)
+	$(CHECK_VENV)
 	$(PIP) install -e ".[train]"
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(PY)
-	$(PIP) install "$(TORCH_SPEC)"
+$(VENV)/.test: pyproject.toml $(VENV)/.torch | $(PY)
+	$(CHECK_VENV)
 	$(PIP) install -e ".[test]"
 	touch $@ $(VENV)/.train $(VENV)/.validate
 
 $(VENV)/.validate: pyproject.toml | $(PY)
+	$(CHECK_VENV)
 	$(PIP) install -e ".[validate]"
 	touch $@
 
@@ -95,5 +135,9 @@ kaggle: $(VENV)/.core
 lint: $(VENV)/.test
 	$(BIN)/ruff check .
 
+# clean: what builds and tests wrote; distclean: that and $(VENV) too (start over from a fresh install)
 clean:
 	rm -rf build .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV)

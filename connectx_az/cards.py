@@ -72,8 +72,8 @@ def describe(card: dict[str, Any], *, width: int = 100) -> list[str]:
     if net:
         field("network", f"{net.get('label', '?')} ResNet" + (f", {card['parameters']:,} parameters"
                                                                if isinstance(card.get("parameters"), int) else ""))
-    if "trained_by" in card:
-        field("trained by", card["trained_by"])
+    if "trained_by" in card:  # without the pointer to this very command that `build`'s line may carry
+        field("trained by", str(card["trained_by"]).replace(" (`connectx-az card`)", ""))
     if _training_facts(card):
         field("training", _training_facts(card))
     provenance = card.get("provenance") or {}

@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,15 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def _require(args: argparse.Namespace, *modules: str) -> None:
     """Stop with one line naming those of ``modules`` (``extras.PACKAGES``) not installed, and how to install them."""
     extras.require(*modules, needed_by=f"`connectx-az {_command(args)}`")
+
+
+def _require_runtime(args: argparse.Namespace) -> None:
+    """Stop with one line where ``--runtime kaggle`` asks for numba and numba is not installed: the file would
+    quietly play with its pure-Python solver, the ``numpy`` case, under the ``kaggle`` label."""
+    if args.runtime == "kaggle" and not extras.is_installed("numba"):
+        needed_by = f"`connectx-az {_command(args)} --runtime kaggle`"
+        raise extras.MissingPackage(f"{extras.missing_message(['numba'], needed_by)}; or use --runtime numpy",
+                                    name="numba")
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -154,7 +164,12 @@ def cmd_card(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
         raise UserError(f"{path} not found")
-    card = cards.load(path if path.suffix == ".json" else path.with_suffix(".json"))
+    if path.suffix not in (".onnx", ".json"):
+        raise UserError(f"{path} is neither an ONNX model nor its .json card")
+    card_path = path if path.suffix == ".json" else path.with_suffix(".json")
+    card = cards.load(card_path)
+    if not card:
+        raise UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it exports")
     print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
     return 0
 
@@ -288,17 +303,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not Path(args.submission).is_file():
         raise UserError(f"{args.submission} not found; run `make submission` first")
     _require(args, "kaggle_environments")
+    _require_runtime(args)
     kaggle_io.kaggle_like_process(args.runtime)
     kaggle_io.load_submission(args.submission)  # a file that is not a submission stops here, before the games
+    # each file's replays in a folder of its own: a broken file's games never replace a good one's
+    replays = args.replays or str(Path("build") / "replays" / Path(args.submission).stem)
     with _progress(2 * len(args.opponents) * args.games, "games") as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
-                                     replay_dir=args.replays, act_timeout=args.act_timeout,
+                                     replay_dir=replays, act_timeout=args.act_timeout,
                                      on_game=lambda _: bar.update(1))
     rows = [r.as_dict() for r in results]
     if args.json:
         print(json.dumps({"results": rows}))
     else:
-        print("\n".join(reports.validate_report(rows, runtime=args.runtime, replays=args.replays)))
+        print("\n".join(reports.validate_report(rows, runtime=args.runtime, replays=replays)))
     bad = sum(r["losses"] + len(r["bad_statuses"]) for r in rows)
     return 1 if bad else 0
 
@@ -316,11 +334,18 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
         for path in args.submission:
             if not Path(path).is_file():
                 raise UserError(f"{path} not found; run `make submission` first")
+        _require_runtime(args)
         kaggle_io.kaggle_like_process(args.runtime)
         for path in args.submission:  # a file that is not a submission stops here, before the positions
             kaggle_io.load_submission(path)
         files = len(args.submission)
-        with _progress(pons.num_positions(args.sets, args.limit), "positions") as bar:
+        num_positions = pons.num_positions(args.sets, args.limit)
+        # a move takes at most its clock and the bank, and executing the file (about 0.3 s) comes on top
+        at_most = num_positions * files * (args.act_timeout + args.bank + 0.3)
+        print(f"grading {num_positions:,} positions, {files} file{'s' if files > 1 else ''}, runtime {args.runtime}, "
+              f"{args.act_timeout:g} s a move: at most about {_duration(at_most)} after a warm-up of a few seconds "
+              "(book, solver and forced moves answer faster)", file=sys.stderr, flush=True)
+        with _progress(num_positions, "positions") as bar:
             graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
                                                     on_position=lambda: bar.update(1))
@@ -398,7 +423,7 @@ def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
 
 
 class _NoBar:
-    """What ``_progress`` gives without tqdm: counts like a bar (``n``) and shows nothing."""
+    """A bar that counts (``n``) and shows nothing."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -413,12 +438,45 @@ class _NoBar:
         self.n += n
 
 
+class _LineBar(_NoBar):
+    """What ``_progress`` gives without tqdm: a plain line on stderr at the first step and then every
+    ``interval`` seconds, with the count, the time spent and, where the total is known, the time left."""
+
+    interval = 30.0
+
+    def __init__(self, total: int, unit: str, desc: str) -> None:
+        super().__init__()
+        self.total, self.unit, self.desc = total, unit, desc
+        self._start = time.monotonic()
+        self._shown: float | None = None
+
+    def update(self, n: int) -> None:
+        super().update(n)
+        now = time.monotonic()
+        if self._shown is not None and now - self._shown < self.interval:
+            return
+        self._shown = now
+        spent = now - self._start
+        count = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
+        left = (f", about {_duration(spent / self.n * (self.total - self.n))} left"
+                if self.total and 0 < self.n < self.total else "")
+        print(f"{self.desc}: {count} {self.unit}, {_duration(spent)}{left}", file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` in words a person reads at a glance: 45 s, 12 min, 3.4 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
 def _progress(total: int, unit: str, desc: str | None = None) -> Any:
-    """A tqdm bar on stderr where tqdm is installed (a build-only set-up may lack it)."""
+    """A tqdm bar on stderr where tqdm is installed, else a plain line now and then (``_LineBar``; a build-only
+    set-up lacks tqdm)."""
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        return _NoBar()
+        return _LineBar(total, unit, desc or unit)
     return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=desc or unit, leave=False)
 
 
@@ -592,7 +650,14 @@ def cmd_duel(args: argparse.Namespace) -> int:
         raise UserError(f"{args.submission} not found; run `make submission` first")
     if args.max_nodes < 1:
         raise UserError("--max-nodes must be >= 1")
+    _require_runtime(args)
     kaggle_io.load_submission(args.submission)  # a file that is not a submission: one line (SubmissionError)
+    compiled = args.solver == "numba" and extras.is_installed("numba")
+    print(f"duel: {2 * args.games} games, runtime {args.runtime}, {args.act_timeout:g} s a move; the opponent's and "
+          "the checks' solver " + ("compiled (numba)" if compiled else "in pure Python (slow" + (
+              ": numba is not installed, `make install-validate`)" if args.solver == "numba" else ")"))
+          + f"; the first games prove the opening plies (minutes each), later ones reuse {args.cache}",
+          file=sys.stderr, flush=True)
 
     def on_game(played: duel.DuelGame) -> None:
         bar.update(1)
@@ -771,7 +836,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
     p.add_argument("--opponents", nargs="+", default=["random", "negamax"],
                    help="kaggle-environments agents to play (default: random negamax)")
-    p.add_argument("--replays", default="build/replays", help="folder for HTML replays")
+    p.add_argument("--replays", help="folder for the HTML replays of the last game against each opponent and seat "
+                   "(default build/replays/NAME, NAME the file's name without .py)")
     p.add_argument("--act-timeout", type=float,
                    help="seconds a move instead of Kaggle's 2 (the bank scales with it): quick checks only")
     _add_runtime(p)

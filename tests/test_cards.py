@@ -38,6 +38,11 @@ def test_a_card_with_only_some_facts_prints_what_it_has(tmp_path: Path) -> None:
     assert cards.summary_lines({}, model="m.onnx", sha256="0" * 64, net_label="1x16") == \
         ["model: m.onnx, 1x16 ResNet, sha256 000000000000"]
     assert cards.describe({}) == ["(no model card: export writes one beside the model, e.g. build/model.json)"]
+    # `card` shows the card: the pointer to it that `build`'s line carries is left out there
+    card = {"trained_by": "four warm-started runs (`connectx-az card`)"}
+    assert cards.summary_lines(card, model="m.onnx", sha256="0" * 64, net_label="1x16")[1] == \
+        "trained: four warm-started runs (`connectx-az card`)"
+    assert cards.describe(card)[-1] == "trained by: four warm-started runs"
 
 
 def test_a_missing_card_is_empty_and_a_broken_one_is_one_line(tmp_path: Path) -> None:

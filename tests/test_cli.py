@@ -280,6 +280,8 @@ def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> 
                   "--limit", "2", "--runtime", "kaggle", "--bank", "30", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["submission@2s+30s/kaggle"]["Begin-Medium"]["n"] == 2
+    # what it will take, before it starts: 2 positions at up to 2 s, the 30 s bank and executing the file each
+    assert "grading 2 positions, 1 file, runtime kaggle, 2 s a move: at most about 65 s" in result.stderr
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
 
@@ -391,7 +393,8 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     shown = _run("card", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     card = json.loads(DEFAULT_CARD.read_text())
-    assert f"trained by: {card['trained_by']}" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
+    assert "trained by: four warm-started runs\n" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
+    assert card["trained_by"] == "four warm-started runs (`connectx-az card`)"  # build's line points to `card`
     as_json = _run("card", str(DEFAULT_CARD), "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == card
     (tmp_path / "bad.json").write_text("{not json")
@@ -552,3 +555,78 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         expected = NOT_SUBMISSIONS[argv[-1]][1]
         assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {argv[-1]} is not a submission"), argv
         assert expected in err, (argv, err)
+
+
+@pytest.mark.parametrize(("argv", "files", "message"), [
+    (["card", "README.md"], {"README.md": "# notes\n"}, "README.md is neither an ONNX model nor its .json card"),
+    (["card", "empty.py"], {"empty.py": ""}, "empty.py is neither an ONNX model nor its .json card"),
+    (["card", "model.onnx"], {"model.onnx": "x"},
+     "no model card in model.json: `connectx-az export` writes one beside the model it exports"),
+    (["card", "card.json"], {"card.json": "{}"},
+     "no model card in card.json: `connectx-az export` writes one beside the model it exports"),
+    (["build", "--model", "nonexistent.onnx"], {},
+     "model nonexistent.onnx does not exist; export one from a training run first: `connectx-az export RUN_DIR "
+     "--out nonexistent.onnx`"),
+    (["train", "run", "--preset", "smoke", "--set", "mcts.num_simulations=abc"], {},
+     "setting mcts.num_simulations: expected an integer, got 'abc'"),
+    (["train", "notarun", "--preset", "smoke"], {"notarun/notes.txt": "mine\n"},
+     "notarun is not empty and holds no run (no config.json); a new run needs a new or empty folder"),
+])
+def test_a_wrong_argument_is_one_line_that_names_it_and_nothing_is_written(
+        argv: list[str], files: dict[str, str], message: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert _one_line_error(capsys, cli.main(argv)) == f"error: {message}\n"
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", [["eval", "pons", "--submission"], ["validate"], ["duel"]])
+def test_the_kaggle_runtime_without_numba_is_refused_in_one_line(command: list[str], tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    # without numba the file would play with its pure-Python solver (the numpy case) under the kaggle label
+    monkeypatch.setitem(sys.modules, "numba", None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    err = _one_line_error(capsys, cli.main([*command, "submission.py", "--runtime", "kaggle"]))
+    assert err.startswith(f"error: `connectx-az {' '.join(command[:2]).split(' -')[0]} --runtime kaggle` needs "
+                          "numba, which is not installed: run `make install-validate`"), err
+    assert err.endswith("; or use --runtime numpy\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["submission.py"]
+
+
+def test_without_tqdm_progress_is_a_plain_line_with_the_time_left(monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setattr(cli._LineBar, "interval", 0.0)  # a line every step (30 s apart otherwise)
+    assert cli.main(["bench", "solver", "--solvers", "python", "--limit", "2", "--sets", "End-Easy",
+                     "--deadline", "1"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("positions:")]
+    assert [line.split(",")[0] for line in lines] == ["positions: 1/2 positions", "positions: 2/2 positions"]
+    assert lines[0].endswith(" left") and not lines[1].endswith(" left")
+    assert cli._duration(42) == "42 s" and cli._duration(720) == "12 min" and cli._duration(4 * 3600) == "4.0 h"
+
+
+def test_validate_stops_at_a_broken_move_in_one_line_and_keeps_another_files_replays(tmp_path: Path) -> None:
+    pytest.importorskip("kaggle_environments")
+    leftmost = ("def agent(observation, configuration):\n"
+                "    return next(c for c in range(configuration['columns']) if observation['board'][c] == 0)\n")
+    (tmp_path / "leftmost.py").write_text(leftmost)
+    (tmp_path / "broken.py").write_text(leftmost.replace("    return", "    if observation['board'].count(0) < 41:\n"
+                                                         "        raise KeyError('lost my book')\n    return"))
+    done = _run("validate", "leftmost.py", "--opponents", "random", "--games", "1", "--act-timeout", "0.25",
+                cwd=tmp_path)
+    assert done.returncode in (0, 1) and "replays: build/replays/leftmost" in done.stdout, done.stderr
+    replays = sorted(p.relative_to(tmp_path) for p in (tmp_path / "build").rglob("*"))
+    assert [str(p) for p in replays] == ["build/replays", "build/replays/leftmost",
+                                         "build/replays/leftmost/random_seat1.html",
+                                         "build/replays/leftmost/random_seat2.html"]
+    broken = _run("validate", "broken.py", "--opponents", "random", "--games", "1", "--act-timeout", "0.25",
+                  cwd=tmp_path)
+    assert broken.returncode == 2, broken.stderr
+    assert broken.stderr.splitlines()[-1] == ("error: broken.py, game 1 against random (seat 1), ply 2: its agent "
+                                              "raised KeyError: 'lost my book'; validation stops at the file's first "
+                                              "broken move")
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "build").rglob("*")) == replays

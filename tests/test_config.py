@@ -19,8 +19,12 @@ def test_overrides_and_unknown_keys() -> None:
         config.make_config("smoke", overrides=["mcts.simulations=40"])
     with pytest.raises(config.ConfigError, match="choose one of: smoke, cpu, gpu"):
         config.make_config("huge")
-    with pytest.raises(config.ConfigError, match="expected a int"):
+    with pytest.raises(config.ConfigError, match="^setting mcts.num_simulations: expected an integer, got 'lots'$"):
         config.make_config("smoke", overrides=["mcts.num_simulations=lots"])
+    with pytest.raises(config.ConfigError, match="^setting train.lr: expected a number, got '1e'$"):
+        config.make_config("smoke", overrides=["train.lr=1e"])
+    with pytest.raises(config.ConfigError, match="^setting train.dedupe: expected true or false, got 'maybe'$"):
+        config.make_config("smoke", overrides=["train.dedupe=maybe"])
 
 
 @pytest.mark.parametrize(("key", "listed", "meant"), [

@@ -193,3 +193,22 @@ def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytes
     assert cli.main(["duel", str(submission), "--opening", WON, "--solver", "python",
                      "--cache", str(not_a_cache)]) == 2
     assert "is not a cache of solved positions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("return 9", "game 0 (seat 1), ply 34: the file answered 9, not a legal column (a plain int of a column that "
+                 "is not full); the duel stops at the file's first broken move"),
+    ("raise ValueError('boom\\nand a second line')", "game 0 (seat 1), ply 34: the file failed: "
+     "ValueError: boom; the duel stops at the file's first broken move"),
+])
+def test_the_duel_stops_at_the_first_broken_move_and_prints_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               body: str, message: str) -> None:
+    broken = _file(tmp_path, f"def agent(observation, configuration):\n    {body}\n")
+    code = cli.main(["duel", str(broken), "--games", "5", "--solver", "python", "--opening", WON,
+                     "--cache", str(tmp_path / "c.sqlite")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""  # no game reported: it stopped in the first
+    lines = [line.strip() for line in captured.err.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines[-1] == f"error: {message}"  # after the progress bar's redraws
+    assert captured.err.startswith("duel: 10 games, runtime numpy, 2 s a move; the opponent's and the checks' solver "
+                                   "in pure Python (slow); the first games prove the opening plies")

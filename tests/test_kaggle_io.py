@@ -84,3 +84,28 @@ print("after warm-up:", solver_with_an_empty_bank())
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["after first move: python", "after warm-up: numba"], out.stdout
+
+
+#: files whose agent breaks on its second move (the first is a legal column 3), and what validation says of each
+BROKEN_LATER = {
+    "raises.py": ("raise ValueError('no column\\nsecond line')",
+                  "ply 2: its agent raised ValueError: no column"),
+    "nine.py": ("return 9", "ply 2: its agent answered 9, not a legal column"),
+    "numpy_int.py": ("import numpy\n        return numpy.int64(2)",
+                     "ply 2: its agent answered np.int64(2), not a legal"),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_LATER)
+def test_validate_stops_at_the_first_broken_move_and_says_what_it_did(name: str, tmp_path: Path) -> None:
+    pytest.importorskip("kaggle_environments")
+    body, message = BROKEN_LATER[name]
+    path = tmp_path / name
+    path.write_text("def agent(observation, configuration):\n    if sum(observation['board']) == 0:\n"
+                    f"        return 3\n    else:\n        {body}\n")
+    with pytest.raises(kaggle_io.SubmissionError) as caught:
+        kaggle_io.validate(path, opponents=("random",), games=3, replay_dir=tmp_path / "replays")
+    assert str(caught.value).startswith(f"{path}, game 1 against random (seat 1), {message}")
+    assert str(caught.value).endswith("; validation stops at the file's first broken move")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "replays").exists()  # no replay of a broken file

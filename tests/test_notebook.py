@@ -173,15 +173,23 @@ def _install_functions() -> dict[str, Any]:
 def test_the_install_cell_prefers_an_attached_wheel_then_the_clone_then_the_pip_spec(tmp_path: Path) -> None:
     cell = _install_functions()
     package_source = cell["package_source"]
-    spec = "connectx-az @ git+https://github.com/<OWNER>/connectx_az.git"
+    spec = ""  # the notebook's default: no pip spec
     inputs, elsewhere = tmp_path / "input", tmp_path / "elsewhere"
     elsewhere.mkdir()
-    # nothing found and the spec still a placeholder: one clear message, no pip traceback
-    with pytest.raises(SystemExit, match="attach the dataset made by `make kaggle`.*replace <OWNER>"):
+    # nothing found and no spec: one line that says what to do, no pip traceback
+    with pytest.raises(SystemExit) as stopped:
         package_source(spec, inputs, elsewhere)
+    assert str(stopped.value) == (f"connectx_az is not installed, and neither a connectx_az wheel under {inputs} nor "
+                                  f"a clone of the repository in {elsewhere} was found: attach the dataset made by "
+                                  "`make kaggle` (Add input), or clone the repository into the working folder, or "
+                                  "set PACKAGE_SPEC")
     assert package_source("connectx-az==0.1.0", inputs, elsewhere) == ("spec", "connectx-az==0.1.0")
-    # the notebook inside a clone
+    # the notebook inside a clone, or a clone in the working folder (`git clone --depth 1 URL` on Colab)
     assert package_source(spec, inputs, REPO / "notebooks") == ("clone", REPO)
+    clone = elsewhere / "connectx_az"
+    (clone / "connectx_az").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text("")
+    assert package_source(spec, inputs, elsewhere) == ("clone", clone)
     # a wheel in an attached dataset wins over everything
     wheel = inputs / "connectx-az-package" / "connectx_az-0.1.0-py3-none-any.whl"
     wheel.parent.mkdir(parents=True)

@@ -112,6 +112,21 @@ def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:
         train.run(tmp_path / "run", cfg, progress=False)
 
 
+def test_new_run_refuses_a_folder_that_holds_anything_but_a_run(tmp_path: Path) -> None:
+    from connectx_az.training import train
+
+    cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("mine\n")
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    for folder in (tmp_path / "notes", tmp_path / "file"):
+        with pytest.raises(config.ConfigError, match=f"^{folder} is not empty and holds no run"):
+            train.run(folder, cfg, progress=False)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["file", "notes", "notes.txt"]  # nothing written
+    (tmp_path / "empty").mkdir()  # an empty folder is a new run's
+    assert train.run(tmp_path / "empty", cfg, progress=False).is_file()
+
+
 def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
     from connectx_az.training import train
     from connectx_az.training.network import save_checkpoint

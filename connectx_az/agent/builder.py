@@ -219,7 +219,8 @@ def _literal(source: str, name: str) -> str:
 def _read_model(model_path: str | Path) -> bytes:
     path = Path(model_path)
     if not path.is_file():
-        raise BuildError(f"model {path} does not exist; export one first (export_onnx)")
+        raise BuildError(f"model {path} does not exist; export one from a training run first: "
+                         f"`connectx-az export RUN_DIR --out {path}`")
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -374,8 +374,8 @@ class DuelGame:
 
     ``seat`` 1 when the file plays the first player's stones; ``moves`` the game's columns in Pons'
     notation (the opening included); ``result`` +1 win, 0 draw, -1 loss; ``reason`` ``"four in a
-    row"``, ``"draw"``, ``"timeout by file"``, ``"illegal move ... by file"`` or ``"error by file:
-    ..."``; ``checks`` one ``MoveCheck`` per move of the file; ``move_seconds`` the file's seconds per
+    row"``, ``"draw"`` or ``"timeout by file"`` (a move that raises or is illegal stops the duel:
+    ``DuelError``); ``checks`` one ``MoveCheck`` per move of the file; ``move_seconds`` the file's seconds per
     move (the first includes executing the file) and ``move_plies`` the ply of each; ``bank_used`` its
     seconds beyond ``actTimeout`` in all; ``opponent`` the opponent's moves by kind
     (``OPPONENT_KINDS``); ``first_won_ply`` the first ply at which the file was to move in a proven
@@ -456,13 +456,17 @@ def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, ope
             bank_left -= max(0.0, seconds[-1] - act_timeout)
             col = reply.get("move")
             if "load_error" in reply or "error" in reply:
-                reason = f"error by file: {reply.get('load_error') or reply['error']}"
                 if index == 0 and "load_error" in reply:
                     raise DuelError(f"not a submission: {reply['load_error']}")
+                error = (str(reply.get("load_error") or reply["error"]).splitlines() or [""])[0]
+                raise DuelError(f"game {index} (seat {seat}), ply {ply}: the file failed: {error}; the duel stops "
+                                "at the file's first broken move")
             elif bank_left < 0:
                 reason = "timeout by file"
             elif col is None or not 0 <= col < game.COLS or not game.is_legal(mask, col):
-                reason = f"illegal move {reply.get('repr')} by file"
+                raise DuelError(f"game {index} (seat {seat}), ply {ply}: the file answered {reply.get('repr')}, not a "
+                                "legal column (a plain int of a column that is not full); the duel stops at the "
+                                "file's first broken move")
             else:
                 file_plies.append((_pons(cols), col))
         else:
@@ -574,7 +578,9 @@ def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: 
     ``act_timeout``: Kaggle's 60 s).  Every game starts after ``opening`` (Pons string) and draws its
     randomness from ``seed`` and its index.  ``cache_path`` is the ``SolvedCache`` file (``None``: in
     memory).  ``on_game`` is called after each game.  Raises ``FileNotFoundError`` for a missing file
-    and ``DuelError`` for a file that does not execute as a submission, a bad opening or cache.
+    and ``DuelError`` for a file that does not execute as a submission, a bad opening or cache, and at the
+    file's first broken move (its agent raises, or answers anything but a legal column as a plain int),
+    the message naming the game, the ply and the exception or the answer.
     """
     submission = Path(submission)
     if not submission.is_file():

@@ -209,6 +209,10 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
     ``act_timeout`` overrides Kaggle's 2 s a move and scales the 60 s bank the
     agent sees by the same factor (quick checks).  Saves the last
     game against each opponent and seat as an HTML replay in ``replay_dir``.
+    Stops at the file's first broken move (its agent raises, or answers anything but a
+    legal column as a plain ``int``: Kaggle's ERROR and INVALID) with ``SubmissionError``,
+    whose one line names the game, the ply and the exception or the answer; no replay
+    of such a file is saved.
     """
     configuration = {} if act_timeout is None else {"actTimeout": act_timeout}
     from kaggle_environments import make
@@ -221,13 +225,23 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 forget_compiled()  # every game pays for its own compile, as in a fresh process: the worst case
                 agent, namespace = exec_submission(str(submission))
                 excess, first = [0.0], [None]  # bank used: in all, by the first move
+                broken: list[str] = []  # what the file's first broken move did, where one was
 
                 def timed(obs: Any, cfg: Any, agent: Callable[..., Any] = agent, excess: list[float] = excess,
-                          first: list[Any] = first) -> Any:
+                          first: list[Any] = first, broken: list[str] = broken) -> Any:
                     if act_timeout is not None:  # a scaled clock: the bank shrinks with the move time
                         obs = {**obs, "remainingOverageTime": obs["remainingOverageTime"] * act_timeout / 2.0}
+                    ply = sum(cell != 0 for cell in obs["board"])
                     start = time.perf_counter()
-                    move = agent(obs, cfg)
+                    try:
+                        move = agent(obs, cfg)
+                    except Exception as exc:  # kaggle-environments would only mark the game ERROR
+                        detail = (str(exc).splitlines() or [""])[0]
+                        broken.append(f"ply {ply}: its agent raised {type(exc).__name__}: {detail}")
+                        raise
+                    if type(move) is not int or not 0 <= move < cfg["columns"] or obs["board"][move] != 0:
+                        broken.append(f"ply {ply}: its agent answered {move!r:.60}, not a legal column (a plain int "
+                                      "of a column that is not full)")
                     seconds = time.perf_counter() - start
                     if first[0] is None:
                         first[0] = max(0.0, seconds - cfg["actTimeout"])
@@ -238,6 +252,9 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
                 env = make("connectx", configuration=configuration, debug=False)
                 agents = [timed, opponent] if seat == 1 else [opponent, timed]
                 steps = env.run(agents)
+                if broken:
+                    raise SubmissionError(f"{submission}, game {result.num_games + 1} against {opponent} (seat "
+                                          f"{seat}), {broken[0]}; validation stops at the file's first broken move")
                 result.bank_used.append(excess[0])
                 result.first_move_bank.append(first[0] or 0.0)
                 result.backends.add(_submission_backend(namespace))

@@ -317,7 +317,8 @@ def _parse_value(text: str, current: Any) -> Any:
         if isinstance(current, float):
             return float(text)
     except ValueError as exc:
-        raise ConfigError(f"expected a {type(current).__name__}, got {text!r}") from exc
+        kind = "an integer" if isinstance(current, int) else "a number"
+        raise ConfigError(f"expected {kind}, got {text!r}") from exc
     return text
 
 
@@ -383,7 +384,10 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
             node = node[part]
         if parts[-1] not in node or isinstance(node[parts[-1]], dict):
             raise unknown_key(key)
-        node[parts[-1]] = _parse_value(text.strip(), node[parts[-1]])
+        try:
+            node[parts[-1]] = _parse_value(text.strip(), node[parts[-1]])
+        except ConfigError as exc:
+            raise ConfigError(f"setting {key}: {exc}") from None
     return values
 
 

@@ -186,7 +186,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
-    folder must not already hold a run.  ``resume=True``: training continues from
+    folder must be new or empty (``ConfigError`` otherwise, nothing written).
+    ``resume=True``: training continues from
     the checkpoint with the saved config, or with ``config`` if one is given (to
     extend a run or change its schedule: same network only; it replaces
     ``config.json`` before any work).  ``init_model`` warm-starts
@@ -224,6 +225,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             raise ConfigError("a new run needs a config (choose a --preset)")
         if (run_dir / "config.json").exists():
             raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise ConfigError(f"{run_dir} is not empty and holds no run (no config.json); a new run needs a new or "
+                              "empty folder")
     assert config is not None
     # Before anything is written: a device torch cannot use is refused with the run folder untouched.
     device = devices.resolve_device(device or config.device)
