@@ -83,6 +83,9 @@ def test_notebook_trains_exports_builds_and_validates_on_cpu(tmp_path: Path,
         "VALIDATE_GAMES": 1,
         "ACT_TIMEOUT": ACT_TIMEOUT,
         "OVERRIDES": ["selfplay.num_games=4", "selfplay.num_parallel_games=4", "eval_positions=4"],
+        # the quick compare's steps on one position a set, one game a seat, numpy alone
+        "COMPARE": {"limit": 1, "network_limit": 1, "games": 1, "act_timeout": ACT_TIMEOUT, "duel_opening": "4444333",
+                    "runtimes": ["numpy"]},
     })
     # the kernel inherits this environment: the package from this checkout, no GPU, no stray threads
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -106,7 +109,11 @@ def test_notebook_trains_exports_builds_and_validates_on_cpu(tmp_path: Path,
     assert "| negamax | 2 |" in text and "| random | 1 |" in text
     assert sorted(p.name for p in (out_dir / "replays").iterdir()) == [
         "negamax_seat1.html", "negamax_seat2.html", "random_seat1.html", "random_seat2.html"]
-    assert f"kaggle competitions submit -c connectx -f {out_dir / 'submission.py'} -m " in text
+    assert "numpy runtime, under the clock" in text and "network alone, MCTS 800" in text
+    [compared] = (out_dir / "compare").glob("*/verdict.json")
+    upload = out_dir / "submission.py" if json.loads(compared.read_text())["ships"] else compared.parent / "shipped.py"
+    assert f"Upload {upload}" in text  # the sentence that says which file to upload
+    assert f"kaggle competitions submit -c connectx -f {upload} -m " in text
     assert sorted(p.name for p in work.iterdir()) == ["out", "run"]  # nothing written elsewhere
 
     # Kaggle executes the file in an empty namespace and calls the last callable it defines
@@ -125,7 +132,7 @@ def test_notebook_stops_at_its_time_budget_and_a_new_session_resumes_the_attache
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     generations = 8
-    common = {"PRESET": "smoke", "GENERATIONS": generations, "VALIDATE_GAMES": 0,
+    common = {"PRESET": "smoke", "GENERATIONS": generations, "VALIDATE_GAMES": 0, "COMPARE": None,
               "OVERRIDES": ["selfplay.num_games=8", "selfplay.num_parallel_games=8", "eval_positions=4"]}
 
     def execute(work: Path, **parameters: Any) -> str:
