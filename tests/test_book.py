@@ -140,6 +140,42 @@ def test_encode_decode_round_trip_and_the_decode_is_fast():
         book.encode(np.array([5, 5], np.uint64), np.zeros(2, np.uint8))
 
 
+def _random_positions(rng: np.random.Generator, num: int) -> dict[int, tuple[int, int]]:
+    """``num`` distinct positions of random games (2 to 20 stones, not over), by mirror-canonical key."""
+    found: dict[int, tuple[int, int]] = {}
+    while len(found) < num:
+        position, mask = game.initial()
+        for _ in range(int(rng.integers(2, 21))):
+            col = int(rng.choice(game.legal_cols(mask)))
+            if game.outcome(*game.play(position, mask, col)) is not None:
+                break
+            position, mask = game.play(position, mask, col)
+        found.setdefault(book.canonical_key(position, mask)[0], (position, mask))
+    return found
+
+
+def test_positions_missing_from_the_book_find_nothing_whatever_their_neighbours():
+    # Half of a set of random positions go into a book; the other half, whose keys fall between and around the
+    # book's, must find nothing (no neighbouring entry's move), and every book position finds its own entry.
+    rng = np.random.default_rng(5)
+    positions = _random_positions(rng, 2000)
+    keys = np.array(sorted(positions), np.uint64)
+    held = rng.permutation(len(keys))[: len(keys) // 2]
+    info = rng.integers(0, 7, len(held)).astype(np.uint8) | (2 << 3)
+    opening = book.decode(book.encode(keys[held], info))
+    expected = {int(k): int(c) & 7 for k, c in zip(keys[held], info, strict=True)}
+    missing = [positions[int(k)] for k in np.delete(keys, held)]
+    inside = [p for p in missing if opening.keys[0] < book.canonical_key(*p)[0] < opening.keys[-1]]
+    assert len(inside) > 900  # most missing keys lie between two of the book's
+    for position, mask in missing:
+        assert opening.entry(position, mask) is None and opening.move(position, mask) is None
+        assert opening.entry(*game.mirror(position, mask)) is None
+    for key, col in expected.items():
+        position, mask = positions[key]
+        mirrored = book.canonical_key(position, mask)[1]
+        assert opening.entry(position, mask) == ((6 - col) if mirrored else col, 1)
+
+
 def _other_board(data: bytes) -> bytes:
     header = bytearray(data[:book.HEADER_BYTES])
     header[10] = 7  # rows
