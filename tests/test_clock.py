@@ -99,6 +99,40 @@ def _call(agent: template.Agent, moves: str, *, act: float = 2.0, bank: float = 
     return agent(observation, {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": act})
 
 
+# The shipped clock (``AgentConfig``): base = 0.75 * act - 0.2 (at least 0.05); moves left = max(4, (empty + 1) // 2);
+# extra = 0.8 * max(0, bank - 5) / moves left, at most 3.  Each row worked by hand.
+MOVE_BUDGETS = [
+    # act, bank, empty cells, seconds
+    (2.0, 60.0, 42, 1.3 + 0.8 * 55 / 21),  # the first move: the bank's share over 21 own moves, 2.095 s
+    (2.0, 60.0, 41, 1.3 + 0.8 * 55 / 21),  # the second player's first move: 21 own moves too
+    (2.0, 60.0, 40, 1.3 + 0.8 * 55 / 20),  # 2.2 s
+    (2.0, 25.0, 40, 1.3 + 0.8),  # 0.8 * 20 / 20
+    (2.0, 60.0, 10, 1.3 + 3.0),  # 0.8 * 55 / 5 = 8.8: the cap
+    (2.0, 60.0, 2, 1.3 + 3.0),  # 0.8 * 55 / 4 = 11: the cap
+    (2.0, 9.0, 2, 1.3 + 0.8),  # one own move left, counted as four: 0.8 * 4 / 4
+    (2.0, 10.0, 42, 1.3 + 0.8 * 5 / 21),  # only what is above the 5 s reserve: 0.19 s
+    (2.0, 5.0, 42, 1.3),  # the reserve alone: nothing extra
+    (2.0, 3.0, 20, 1.3),  # below the reserve: nothing extra, never less
+    (2.0, 0.0, 20, 1.3),
+    (8.0, 0.0, 30, 5.8),  # 0.75 * 8 - 0.2
+    (0.1, 0.0, 30, 0.05),  # 0.075 - 0.2 < 0.05: the floor
+    (0.1, 45.0, 30, 0.05 + 0.8 * 40 / 15),  # 2.133 s
+]
+
+
+@pytest.mark.parametrize("act, bank, empty, seconds", MOVE_BUDGETS)
+def test_move_budget_matches_the_table_worked_by_hand(act, bank, empty, seconds) -> None:
+    assert template.move_budget(act, bank, empty) == pytest.approx(seconds, abs=1e-12)
+
+
+def test_move_budget_reads_its_constants_from_the_config() -> None:
+    config = replace(template.CONFIG, safe_share=0.5, safety_seconds=0.1, overage_reserve=10.0, overage_share=0.5,
+                     max_extra_seconds=1.0, min_moves_left=2)
+    assert template.move_budget(2.0, 30.0, 42, config) == pytest.approx(0.9 + 0.5 * 20 / 21, abs=1e-12)
+    assert template.move_budget(2.0, 30.0, 2, config) == pytest.approx(0.9 + 1.0, abs=1e-12)  # 0.5 * 20 / 2: capped
+    assert template.move_budget(2.0, 14.0, 2, config) == pytest.approx(0.9 + 0.5 * 4 / 2, abs=1e-12)
+
+
 def test_the_first_move_charges_the_files_exec_and_the_decode_to_its_budget(clock, monkeypatch) -> None:
     agent = _agent(clock, preload=0.3)
     _decoding_takes(monkeypatch, clock, 0.4)
