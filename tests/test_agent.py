@@ -87,6 +87,31 @@ def test_search_runs_and_reuses_its_tree(with_model):
     assert with_model.info["source"] == "search" and with_model.info["reused_tree"]
 
 
+@pytest.mark.parametrize("reply", [2, 6])
+def test_a_reused_tree_starts_from_the_position_the_agent_was_given(reply):
+    """The tree is reused down our move and the opponent's actual reply, not any reply the tree holds.
+
+    A fixed number of simulations (the clock is generous, so the count alone stops the search) and no solver
+    or book: both searches run whatever the machine's load."""
+    config = replace(template.CONFIG, backends=("numpy",), use_book=False, compile_solver=False, solver_schedule=(),
+                     search=replace(template.CONFIG.search, num_simulations=400))
+    agent = template.from_model_bytes(None, config)
+    clock = {**FAST, "actTimeout": 60.0}
+    position, mask = game.from_moves("44")
+    first = agent(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], clock)
+    assert agent.info["source"] == "search" and not agent.info["reused_tree"]
+    after = game.play(position, mask, first)
+    assert agent.tree.children[0, agent.tree.root[0], first] >= 0
+    child = int(agent.tree.children[0, agent.tree.root[0], first])
+    assert (agent.tree.children[0, child] >= 0).all()  # the tree holds every reply: the check must pick the played one
+    position, mask = game.play(*after, reply)
+    agent(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], clock)
+    tree, root = agent.tree, int(agent.tree.root[0])
+    assert agent.info["source"] == "search" and agent.info["reused_tree"]
+    assert (int(tree.position[0, root]), int(tree.mask[0, root])) == (position, mask)
+    assert root == int(tree.children[0, child, reply])
+
+
 @pytest.mark.timing  # how far a 0.05 s search grows the tree depends on the machine
 def test_the_tree_grows_before_the_search_not_inside_it(with_model, monkeypatch):
     """Doubling a big tree takes about 0.1 s: the agent grows it before the search, by the last one's rate."""
