@@ -204,7 +204,9 @@ def test_a_run_killed_between_its_metrics_line_and_its_checkpoint_resumes_with_o
         train.run(run_dir, cfg, progress=False)
     assert saved == [1] and [r["generation"] for r in runs.read_metrics(run_dir)] == [0, 1]
     monkeypatch.setattr(train, "save_checkpoint", real_save)
-    train.run(run_dir, resume=True, progress=False)
+    ran: list[int] = []
+    train.run(run_dir, resume=True, progress=False, on_generation=lambda row: ran.append(row["generation"]))
+    assert ran == [1, 2]  # from the checkpoint's generation on: generation 0 is not played again
     rows = runs.read_metrics(run_dir)
     assert [r["generation"] for r in rows] == [0, 1, 2]
     assert load_checkpoint(run_dir / runs.CHECKPOINT)[1]["generation"] == 3
