@@ -273,6 +273,7 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
         assert bad.returncode != 0 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
+@pytest.mark.slow  # its graders compile numba from scratch, in a process of their own
 def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> None:
     pytest.importorskip("numba")
     assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
@@ -280,6 +281,9 @@ def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> 
                   "--limit", "2", "--runtime", "kaggle", "--bank", "30", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["submission@2s+30s/kaggle"]["Begin-Medium"]["n"] == 2
+
+
+def test_eval_pons_refuses_an_unknown_runtime(tmp_path: Path) -> None:
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
 
