@@ -315,3 +315,17 @@ def test_the_backup_credits_a_value_two_plies_down_to_the_side_to_move_there(num
     assert replies[6] > 2 * np.delete(replies, 6).max(), replies
     # the edge into column 0 holds a loss for x, the reply 6 a gain for o
     assert tree.value_sum[0, tree.root[0], 0] < 0 < tree.value_sum[0, child, 6]
+
+
+def test_the_move_played_is_never_one_proven_lost_while_another_is_not() -> None:
+    # Root statistics set by hand: column 2 has the most visits, but its subtree was proven lost late; the root
+    # itself is still open.  The most visited of the other moves is played.
+    tree = _tree(game.from_moves("44"))
+    tree.visits[0, 0] = [10, 5, 90, 40, 30, 5, 5]
+    tree.edge_proven[0, 0, 2] = -1
+    assert np.isnan(tree.root_proven()[0])
+    assert mcts.best_cols(tree)[0] == 3
+    # once every move (and so the root) is proven lost, the most visited is played all the same
+    tree.edge_proven[0, 0] = -1
+    tree.proven[0, 0] = -1
+    assert mcts.best_cols(tree)[0] == 2
