@@ -58,6 +58,7 @@ def test_takes_an_immediate_win(with_model):
         oxxx...
     """)
     assert with_model(obs, FAST) == 4
+    assert with_model.info["source"] == "win now"  # at once, before any book, solver or search
 
 
 def test_blocks_an_immediate_loss(with_model):
@@ -68,8 +69,9 @@ def test_blocks_an_immediate_loss(with_model):
         ...o..x
         ...o..o
         .x.o..x
-    """, mark=2)
+    """)
     assert with_model(obs, FAST) == 3
+    assert with_model.info["source"] == "block"  # the single block of a threat is forced: no search
 
 
 def test_search_runs_and_reuses_its_tree(with_model):
@@ -289,6 +291,8 @@ def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
         (7, 8, 4, ["........"] * 4 + ["1.......", "1.......", "1..22..."], 2, 0),
         # nothing urgent: the most central column
         (6, 9, 4, ["........."] * 6, 1, 4),
+        # player 1 wins in column 3 rather than block player 2's three in column 7 (6x8)
+        (6, 8, 4, ["........"] * 3 + [".......2", ".......2", "111....2"], 1, 3),
     ],
 )
 def test_simple_move_on_other_sizes(rows, columns, inarow, board_rows, mark, expected):
