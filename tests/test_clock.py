@@ -122,7 +122,8 @@ MOVE_BUDGETS = [
 ]
 
 
-@pytest.mark.parametrize("act, bank, empty, seconds", MOVE_BUDGETS)
+@pytest.mark.parametrize("act, bank, empty, seconds", MOVE_BUDGETS,
+                         ids=[f"act{act:g}-bank{bank:g}-empty{empty}" for act, bank, empty, _ in MOVE_BUDGETS])
 def test_move_budget_matches_the_table_worked_by_hand(act, bank, empty, seconds) -> None:
     assert template.move_budget(act, bank, empty) == pytest.approx(seconds, abs=1e-12)
 
