@@ -58,6 +58,7 @@ def test_takes_an_immediate_win(with_model):
         oxxx...
     """)
     assert with_model(obs, FAST) == 4
+    assert with_model.info["source"] == "win now"  # at once, before any book, solver or search
 
 
 def test_blocks_an_immediate_loss(with_model):
@@ -68,8 +69,9 @@ def test_blocks_an_immediate_loss(with_model):
         ...o..x
         ...o..o
         .x.o..x
-    """, mark=2)
+    """)
     assert with_model(obs, FAST) == 3
+    assert with_model.info["source"] == "block"  # the single block of a threat is forced: no search
 
 
 def test_search_runs_and_reuses_its_tree(with_model):
@@ -85,6 +87,31 @@ def test_search_runs_and_reuses_its_tree(with_model):
     position, mask = game.play(position, mask, reply)
     with_model(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], FAST)
     assert with_model.info["source"] == "search" and with_model.info["reused_tree"]
+
+
+@pytest.mark.parametrize("reply", [2, 6])
+def test_a_reused_tree_starts_from_the_position_the_agent_was_given(reply):
+    """The tree is reused down our move and the opponent's actual reply, not any reply the tree holds.
+
+    A fixed number of simulations (the clock is generous, so the count alone stops the search) and no solver
+    or book: both searches run whatever the machine's load."""
+    config = replace(template.CONFIG, backends=("numpy",), use_book=False, compile_solver=False, solver_schedule=(),
+                     search=replace(template.CONFIG.search, num_simulations=400))
+    agent = template.from_model_bytes(None, config)
+    clock = {**FAST, "actTimeout": 60.0}
+    position, mask = game.from_moves("44")
+    first = agent(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], clock)
+    assert agent.info["source"] == "search" and not agent.info["reused_tree"]
+    after = game.play(position, mask, first)
+    assert agent.tree.children[0, agent.tree.root[0], first] >= 0
+    child = int(agent.tree.children[0, agent.tree.root[0], first])
+    assert (agent.tree.children[0, child] >= 0).all()  # the tree holds every reply: the check must pick the played one
+    position, mask = game.play(*after, reply)
+    agent(kaggle_io.kaggle_inputs(position, mask, overage=0)[0], clock)
+    tree, root = agent.tree, int(agent.tree.root[0])
+    assert agent.info["source"] == "search" and agent.info["reused_tree"]
+    assert (int(tree.position[0, root]), int(tree.mask[0, root])) == (position, mask)
+    assert root == int(tree.children[0, child, reply])
 
 
 @pytest.mark.timing  # how far a 0.05 s search grows the tree depends on the machine
@@ -264,6 +291,8 @@ def test_random_boards_of_any_size_give_legal_ints(with_model, monkeypatch):
         (7, 8, 4, ["........"] * 4 + ["1.......", "1.......", "1..22..."], 2, 0),
         # nothing urgent: the most central column
         (6, 9, 4, ["........."] * 6, 1, 4),
+        # player 1 wins in column 3 rather than block player 2's three in column 7 (6x8)
+        (6, 8, 4, ["........"] * 3 + [".......2", ".......2", "111....2"], 1, 3),
     ],
 )
 def test_simple_move_on_other_sizes(rows, columns, inarow, board_rows, mark, expected):
@@ -296,17 +325,18 @@ def test_the_fallback_needs_only_the_standard_library():
 
 @pytest.fixture
 def compile_counter(monkeypatch):
-    """No kernel cached in this process; ``compile_kernel`` counted, slowed by 0.2 s, and real where numba is."""
+    """No kernel cached in this process, as the agent sees it; ``compile_kernel`` counted, slowed by 0.2 s, and
+    real where numba is: the kernel an earlier test compiled, or one compiled now (numba compiles once a session)."""
     from connectx_az.engine import solver_numba
 
     calls = []
-    real = solver_numba.compile_kernel
+    real, real_cached = solver_numba.compile_kernel, solver_numba.cached_kernel
 
     def slow_compile():
         calls.append(1)
         import time
         time.sleep(0.2)
-        return real()
+        return real_cached() or real()
 
     monkeypatch.setattr(solver_numba, "cached_kernel", lambda: None)
     monkeypatch.setattr(solver_numba, "compile_kernel", slow_compile)

@@ -88,6 +88,7 @@ def test_bench_solver_reports_overruns_of_stopped_searches() -> None:
     assert "over (0/" in bench.format_solver_result(result)
 
 
+@pytest.mark.slow  # compiles numba from scratch, in a process of its own
 def test_bench_solver_command_with_numba() -> None:
     pytest.importorskip("numba")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

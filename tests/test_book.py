@@ -121,23 +121,70 @@ def test_forced_moves_are_those_the_agent_plays_before_its_book():
 # --------------------------------------------------------------------------- the file
 
 
-def test_encode_decode_round_trip_and_the_decode_is_fast():
+def _random_book(num: int) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """``(keys, info, file bytes)`` of a book of about ``num`` random entries, sorted, the empty board's key first."""
     rng = np.random.default_rng(0)
-    keys = np.unique(rng.integers(0, 1 << 49, 50_000, dtype=np.uint64))
+    keys = np.unique(rng.integers(0, 1 << 49, num, dtype=np.uint64))
     keys[0] = 0  # the empty board's key
     info = (((rng.integers(-1, 2, len(keys)) + 1) << 3) | rng.integers(0, 7, len(keys))).astype(np.uint8)
     order = rng.permutation(len(keys))
-    data = book.encode(keys[order], info[order])
-    start = time.perf_counter()
+    return keys, info, book.encode(keys[order], info[order])
+
+
+def test_encode_decode_round_trip():
+    keys, info, data = _random_book(50_000)
     opening = book.decode(data)
-    seconds = time.perf_counter() - start
     assert np.array_equal(opening.keys, keys) and np.array_equal(opening.info, info)
-    assert seconds < 0.1, seconds
     assert len(data) < 9 * len(keys)  # 2^49 random keys: about 6 bytes an entry; a real book's are closer
     empty = book.decode(book.encode(np.zeros(0, np.uint64), np.zeros(0, np.uint8)))
     assert len(empty) == 0 and empty.move(0, 0) is None
     with pytest.raises(ValueError, match="distinct"):
         book.encode(np.array([5, 5], np.uint64), np.zeros(2, np.uint8))
+
+
+@pytest.mark.timing
+def test_the_decode_is_fast():
+    data = _random_book(50_000)[2]
+    start = time.perf_counter()
+    book.decode(data)
+    seconds = time.perf_counter() - start
+    assert seconds < 0.1, seconds
+
+
+def _random_positions(rng: np.random.Generator, num: int) -> dict[int, tuple[int, int]]:
+    """``num`` distinct positions of random games (2 to 20 stones, not over), by mirror-canonical key."""
+    found: dict[int, tuple[int, int]] = {}
+    while len(found) < num:
+        position, mask = game.initial()
+        for _ in range(int(rng.integers(2, 21))):
+            col = int(rng.choice(game.legal_cols(mask)))
+            if game.outcome(*game.play(position, mask, col)) is not None:
+                break
+            position, mask = game.play(position, mask, col)
+        found.setdefault(book.canonical_key(position, mask)[0], (position, mask))
+    return found
+
+
+def test_positions_missing_from_the_book_find_nothing_whatever_their_neighbours():
+    # Half of a set of random positions go into a book; the other half, whose keys fall between and around the
+    # book's, must find nothing (no neighbouring entry's move), and every book position finds its own entry.
+    rng = np.random.default_rng(5)
+    positions = _random_positions(rng, 2000)
+    keys = np.array(sorted(positions), np.uint64)
+    held = rng.permutation(len(keys))[: len(keys) // 2]
+    info = rng.integers(0, 7, len(held)).astype(np.uint8) | (2 << 3)
+    opening = book.decode(book.encode(keys[held], info))
+    expected = {int(k): int(c) & 7 for k, c in zip(keys[held], info, strict=True)}
+    missing = [positions[int(k)] for k in np.delete(keys, held)]
+    inside = [p for p in missing if opening.keys[0] < book.canonical_key(*p)[0] < opening.keys[-1]]
+    assert len(inside) > 900  # most missing keys lie between two of the book's
+    for position, mask in missing:
+        assert opening.entry(position, mask) is None and opening.move(position, mask) is None
+        assert opening.entry(*game.mirror(position, mask)) is None
+    for key, col in expected.items():
+        position, mask = positions[key]
+        mirrored = book.canonical_key(position, mask)[1]
+        assert opening.entry(position, mask) == ((6 - col) if mirrored else col, 1)
 
 
 def _other_board(data: bytes) -> bytes:
@@ -228,7 +275,14 @@ def test_the_agent_plays_the_book_move_first_and_mirrored(small_book):
         move = agent(*_observation(p, m))
         assert agent.info["source"] == "book" and type(move) is int
         assert move == (game.COLS - 1 - entry.col if flip else entry.col)
-    assert agent.book_seconds < 0.1
+    assert agent.book is not None and agent.book_seconds > 0  # decoded once, on the first call, and timed
+
+
+@pytest.mark.timing
+def test_the_agent_decodes_its_book_quickly(small_book):
+    agent = template.from_model_bytes(None, book_data=small_book[1].read_bytes())
+    agent(*_observation(*ROOT))
+    assert agent.book is not None and agent.book_seconds < 0.1
 
 
 def test_an_agent_whose_book_fails_to_decode_plays_on(small_book):
@@ -379,11 +433,17 @@ def _shipped() -> tuple[book.Book, list[tuple[int, int]]]:
     return opening, [book_build.position_of_key(int(k)) for k in opening.keys]
 
 
-def test_the_shipped_book_decodes_quickly_and_its_entries_are_sound():
+@pytest.mark.timing
+def test_the_shipped_book_decodes_quickly():
     data = builder.DEFAULT_BOOK.read_bytes()
     start = time.perf_counter()
-    opening = book.decode(data)
+    book.decode(data)
     assert time.perf_counter() - start < 0.1
+
+
+def test_the_shipped_books_entries_are_sound():
+    data = builder.DEFAULT_BOOK.read_bytes()
+    opening = book.decode(data)
     assert len(base64.b64encode(data)) < 1_500_000  # the submission stays under 4 MB
     assert opening.entry(0, 0) is not None and opening.entry(0, 0)[1] == 1  # the first player wins
     sample = np.random.default_rng(0).choice(len(opening), min(2000, len(opening)), replace=False)

@@ -273,6 +273,7 @@ def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> No
         assert bad.returncode != 0 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
+@pytest.mark.slow  # its graders compile numba from scratch, in a process of their own
 def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> None:
     pytest.importorskip("numba")
     assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
@@ -282,6 +283,18 @@ def test_eval_pons_grades_a_submission_in_the_kaggle_runtime(tmp_path: Path) -> 
     assert json.loads(result.stdout)["submission@2s+30s/kaggle"]["Begin-Medium"]["n"] == 2
     # what it will take, before it starts: 2 positions at up to 2 s, the 30 s bank and executing the file each
     assert "grading 2 positions, 1 file, runtime kaggle, 2 s a move: at most about 65 s" in result.stderr
+
+
+def test_eval_pons_of_a_submission_says_what_it_will_take_before_it_starts(tmp_path: Path) -> None:
+    assert _run("build", "--out", str(tmp_path / "submission.py")).returncode == 0
+    result = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--sets", "Begin-Medium",
+                  "--limit", "1", "--act-timeout", "0.2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["submission@0.2s"]["Begin-Medium"]["n"] == 1
+    assert "grading 1 positions, 1 file, runtime numpy, 0.2 s a move: at most about" in result.stderr
+
+
+def test_eval_pons_refuses_an_unknown_runtime(tmp_path: Path) -> None:
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
 

@@ -265,3 +265,67 @@ def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
     assert mcts.search(together, SymmetricEvaluator(7), config, num_simulations=sims) == sims
     for name in _TREE_FIELDS:
         np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
+
+
+
+class StoneValues:
+    """Equal priors, and a value for the stones on given cells: ``values[cells]`` is what a position holding
+    ``x`` (the first player) on every cell of ``cells`` is worth to ``x``, 0 elsewhere; the evaluator gives it
+    from the side to move (negated when ``o`` is to move).  ``cells``: ``((player, col), ...)``, the bottom cell
+    of ``col`` held by ``player`` (``"x"`` or ``"o"``)."""
+
+    def __init__(self, values: dict[tuple[tuple[str, int], ...], float]) -> None:
+        self.values = values
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        value = np.zeros(len(obs), np.float32)
+        for i, planes in enumerate(obs):
+            x_to_move = int(planes.sum()) % 2 == 0
+            own, opponent = planes[:, -1]  # the bottom row of each plane
+            held = {"x": own if x_to_move else opponent, "o": opponent if x_to_move else own}
+            worth = sum(v for cells, v in self.values.items() if all(held[p][c] for p, c in cells))
+            value[i] = worth if x_to_move else -worth
+        return np.zeros((len(obs), 7), np.float32), value
+
+
+@pytest.mark.parametrize("num_parallel", [1, 8])
+def test_the_backup_credits_a_value_one_ply_down_to_the_player_who_moved(num_parallel: int) -> None:
+    # x to move.  The net says x's stone at the foot of column 0 is worth +0.8 to x (o, to move after it, hears
+    # -0.8), and x's stone at the foot of column 5 -0.8: the search must seek the first move and shun the second.
+    tree = _tree(game.from_moves("44"))
+    evaluator = StoneValues({(("x", 0),): 0.8, (("x", 5),): -0.8})
+    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=200, num_parallel=num_parallel))
+    visits = tree.root_visits()[0]
+    assert mcts.best_cols(tree)[0] == 0 and visits[0] > 0.5 * visits.sum(), visits
+    assert visits[5] == visits.min(), visits
+    assert tree.root_value()[0] > 0  # x, to move at the root, expects to gain from column 0
+
+
+@pytest.mark.parametrize("num_parallel", [1, 8])
+def test_the_backup_credits_a_value_two_plies_down_to_the_side_to_move_there(num_parallel: int) -> None:
+    # x plays column 0, o replies in column 6: from then on the net says x (to move) stands badly, -0.8.  No other
+    # stones have a value.  So after column 0 o must find the reply 6, and x, seeing it, must avoid column 0.
+    tree = _tree(game.from_moves("44"))
+    evaluator = StoneValues({(("x", 0), ("o", 6)): -0.8})
+    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    visits = tree.root_visits()[0]
+    assert visits[0] == visits.min() and mcts.best_cols(tree)[0] != 0, visits
+    child = int(tree.children[0, tree.root[0], 0])
+    replies = tree.visits[0, child]
+    assert replies[6] > 2 * np.delete(replies, 6).max(), replies
+    # the edge into column 0 holds a loss for x, the reply 6 a gain for o
+    assert tree.value_sum[0, tree.root[0], 0] < 0 < tree.value_sum[0, child, 6]
+
+
+def test_the_move_played_is_never_one_proven_lost_while_another_is_not() -> None:
+    # Root statistics set by hand: column 2 has the most visits, but its subtree was proven lost late; the root
+    # itself is still open.  The most visited of the other moves is played.
+    tree = _tree(game.from_moves("44"))
+    tree.visits[0, 0] = [10, 5, 90, 40, 30, 5, 5]
+    tree.edge_proven[0, 0, 2] = -1
+    assert np.isnan(tree.root_proven()[0])
+    assert mcts.best_cols(tree)[0] == 3
+    # once every move (and so the root) is proven lost, the most visited is played all the same
+    tree.edge_proven[0, 0] = -1
+    tree.proven[0, 0] = -1
+    assert mcts.best_cols(tree)[0] == 2

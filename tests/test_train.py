@@ -198,6 +198,45 @@ def test_resume_with_overrides_extends_a_run_and_keeps_its_network(tmp_path: Pat
     assert config.load_config(run_dir) == longer
 
 
+def test_a_run_killed_between_its_metrics_line_and_its_checkpoint_resumes_with_one_line_a_generation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generation 1 writes its metrics line, then the process dies before its checkpoint: the resumed run redoes
+    generation 1 and keeps its new line only (the old one is dropped, not kept beside it)."""
+    from connectx_az.training import train
+
+    run_dir = tmp_path / "run"
+    cfg = config.make_config("smoke", overrides=["num_generations=3", "eval_positions=0"])
+    real_save, saved = train.save_checkpoint, []
+
+    def save_then_die(path, *args, generation: int, **kwargs) -> None:
+        if generation == 2:  # generation 1 is done and its line written: die before the checkpoint says so
+            raise KeyboardInterrupt
+        real_save(path, *args, generation=generation, **kwargs)
+        saved.append(generation)
+
+    monkeypatch.setattr(train, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(run_dir, cfg, progress=False)
+    assert saved == [1] and [r["generation"] for r in runs.read_metrics(run_dir)] == [0, 1]
+    monkeypatch.setattr(train, "save_checkpoint", real_save)
+    ran: list[int] = []
+    train.run(run_dir, resume=True, progress=False, on_generation=lambda row: ran.append(row["generation"]))
+    assert ran == [1, 2]  # from the checkpoint's generation on: generation 0 is not played again
+    rows = runs.read_metrics(run_dir)
+    assert [r["generation"] for r in rows] == [0, 1, 2]
+    assert load_checkpoint(run_dir / runs.CHECKPOINT)[1]["generation"] == 3
+
+
+def test_trim_metrics_keeps_the_generations_the_checkpoint_holds(tmp_path: Path) -> None:
+    lines = [{"generation": g, "seconds": g} for g in (0, 1, 2, 3)]
+    (tmp_path / runs.METRICS).write_text("".join(json.dumps(r) + "\n" for r in lines) + "\n")
+    runs.trim_metrics(tmp_path, 2)
+    assert runs.read_metrics(tmp_path) == lines[:2]
+    runs.trim_metrics(tmp_path, 0)
+    assert runs.read_metrics(tmp_path) == []
+    runs.trim_metrics(tmp_path / "absent", 3)  # no metrics yet: nothing to do
+
+
 def test_proven_positions_in_the_batches_pull_the_value_to_their_results() -> None:
     import torch
 
