@@ -7,6 +7,7 @@ Nothing here installs anything: the venvs are folders with a fake ``python``, an
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -20,8 +21,10 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 
 
 def _make(*args: str) -> subprocess.CompletedProcess[str]:
+    # a make of its own, not a sub-make of `make test` (whose messages say make[1]: and whose flags it would inherit)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env=env)
 
 
 def _fake_python(path: Path, version: str) -> Path:
