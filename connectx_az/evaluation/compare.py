@@ -480,7 +480,7 @@ def strength_card(out_dir: str | Path) -> dict[str, str]:
     network = _read(out_dir, "network.json")
     if network is not None:
         search = network[f"mcts{SIMULATIONS}"]
-        card["network"] = (f"MCTS {SIMULATIONS} (network alone): " + ", ".join(
+        card["network"] = (f"MCTS {SIMULATIONS}: " + ", ".join(
             f"{name} {search[name]['mistake_rate']:.1%}" for name in ("Begin-Hard", "Begin-Medium", "Middle-Medium"))
             + f"; raw policy Begin-Hard {network['policy']['Begin-Hard']['mistake_rate']:.1%}; value head W/D/L on "
             f"Begin-Hard's {network['value']['Begin-Hard']['n']:,} positions "
