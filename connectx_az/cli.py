@@ -146,8 +146,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     model = Path(args.model)
     metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
     book = None if args.no_book else Path(args.book)
-    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book,
-                                      torch_backend=args.torch_backend)
+    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book)
     print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
     summary = cards.summary_lines(metadata, model=model, sha256=report.model_sha256, net_label=report.net_label)
     print(summary[0])
@@ -514,7 +513,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _check_agent_model(args.model)
     result = bench.run(args.what, model=args.model, seconds=args.seconds or 5.0, batches=args.batch,
                        workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator, device=args.device,
-                       precision=args.precision, game_repeats=args.game)
+                       precision=args.precision)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -786,9 +785,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
     p.add_argument("--book", default=str(DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
     p.add_argument("--no-book", action="store_true", help="embed no opening book")
-    p.add_argument("--torch-backend", action="store_true",
-                   help="also paste the torch runtime (agent/onnx_torch.py), for an agent configured to try "
-                        "backend torch (benchmarks; the default agent never uses it)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("card", help="show a model's card: what it is, how it was trained, how strong")
@@ -1008,9 +1004,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="selfplay, gpu: auto, cpu, cuda, ... (default: the preset's)")
     p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
                    help="selfplay: inference precision (default: the preset's, auto)")
-    p.add_argument("--game", type=int, default=0, metavar="N",
-                   help="agent: also play a scripted game N times per backend, numpy and torch in turns, the "
-                        "model's load charged to the first move (about a minute per game; default 0: skip)")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -109,11 +109,6 @@ def test_file_layout(small_onnx, tmp_path):
     for rel in ("engine/game.py", "engine/mcts.py", "engine/solver.py", "agent/onnx_numpy.py", "agent/fallback.py",
                 "agent/backends.py", "agent/template.py"):
         assert (PACKAGE / rel).read_text() in text, rel  # the same tested source, verbatim
-    # the torch runtime only on request: the default agent never uses it
-    torch_source = (PACKAGE / "agent" / "onnx_torch.py").read_text()
-    assert torch_source not in text and "onnx_torch.py" not in text
-    with_torch = builder.build_submission(small_onnx, tmp_path / "torch.py", torch_backend=True)
-    assert torch_source in with_torch.path.read_text() and with_torch.num_bytes > report.num_bytes
     assert "GumbelConfig" not in text and "_considered_visits" not in text  # self-play's Gumbel root stays home
     assert report.model_sha256 in text.split("\n", 3)[2]  # header names the model
     assert '"generation": 7' in text and "1x16" in text
@@ -179,66 +174,6 @@ def test_sources_with_foreign_imports_are_refused(small_onnx, tmp_path, monkeypa
     template.write_text(template.read_text().replace("import torch\n", "import scipy\n", 1))
     with pytest.raises(builder.BuildError, match="imports 'scipy'; the submission may use only"):
         builder.build_submission(small_onnx, tmp_path / "submission.py")
-
-
-# Runs in a fresh interpreter where torch imports (onnxruntime and the package blocked): an agent of
-# the submission's own classes, configured for torch, plays a move and scores positions.
-_TORCH_RUNNER = kaggle_io.sandbox_prelude(("connectx_az", "onnxruntime")) + textwrap.dedent('''
-    import base64, dataclasses, json, sys
-    import numpy as np
-
-    submission, positions = sys.argv[1:3]
-    agent, env = exec_submission(submission)
-    template, positions = env["_template"], np.load(positions)
-    config = dataclasses.replace(template.CONFIG, backends=("torch", "numpy"))
-    player = template.Agent(config, model_b64=env["MODEL_B64"], model_sha256=env["MODEL_SHA256"])
-    move = player(*kaggle_dicts([0] * 42, 1, 0, 2.0, 0.4))
-    logits, value = player.load_model().evaluate(positions)
-    reference = env["_MODULES"]["onnx_numpy"].NumpyOnnxModel(base64.b64decode(env["MODEL_B64"]))
-    ref_logits, ref_value = reference.evaluate(positions)
-    env["_agent"].load_model()
-    print(json.dumps({
-        "move": move, "is_int": type(move) is int, "backend": player.backend, "load_error": player.load_error,
-        "source": player.info.get("source"),
-        "diff": float(max(np.abs(logits - ref_logits).max(), np.abs(value - ref_value).max())),
-        "default_backend": env["_agent"].backend,
-        "modules": sorted(m for m in sys.modules if m.startswith("connectx")),
-    }))
-''')
-
-
-def _run_torch_runner(small_onnx, tmp_path, *, torch_backend: bool, num_positions: int, seed: int) -> dict:
-    """Build a file (with or without the torch runtime) and run ``_TORCH_RUNNER`` on it in a clean child."""
-    out = tmp_path / "submission.py"
-    builder.build_submission(small_onnx, out, torch_backend=torch_backend)
-    np.save(tmp_path / "positions.npy", export.random_positions(num_positions, np.random.default_rng(seed)))
-    runner = tmp_path / "runner.py"
-    runner.write_text(_TORCH_RUNNER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([sys.executable, "-I", str(runner), str(out), str(tmp_path / "positions.npy")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_submission_runs_the_torch_backend_where_torch_imports(small_onnx, tmp_path):
-    from connectx_az.agent import backends
-
-    result = _run_torch_runner(small_onnx, tmp_path, torch_backend=True, num_positions=32, seed=22)
-    assert result["backend"] == "torch", result["load_error"]
-    assert result["is_int"] and 0 <= result["move"] < 7 and result["source"] == "search"
-    assert result["diff"] <= 1e-4
-    assert "connectx_az_submission.onnx_torch" in result["modules"] and "connectx_az" not in result["modules"]
-    # the shipped order, where onnxruntime is missing and torch imports
-    assert result["default_backend"] == next(b for b in backends.BACKENDS if b != "onnxruntime")
-
-
-def test_the_default_submission_has_no_torch_runtime(small_onnx, tmp_path):
-    # built without --torch-backend, an agent configured for torch falls back to the numpy runtime
-    result = _run_torch_runner(small_onnx, tmp_path, torch_backend=False, num_positions=4, seed=23)
-    assert result["backend"] == "numpy" and "onnx_torch" in result["load_error"], result["load_error"]
-    assert result["diff"] <= 1e-4 and result["default_backend"] == "numpy"
-    assert not any("onnx_torch" in m for m in result["modules"])
 
 
 @pytest.mark.slow

@@ -4,8 +4,7 @@ Pasted into ``submission.py`` before the agent (``builder``); numpy and the
 standard library only, onnxruntime and torch inside guarded imports.  Every
 evaluator is an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
 float32[M, 7], value float32[M])``, side to move.  ``export.OnnxRuntimeEvaluator``
-builds on ``OrtEvaluator``.  ``torch`` (``onnx_torch``: the same graph run by
-torch on one thread) is known but not in the default order ``BACKENDS``.
+builds on ``OrtEvaluator``.
 """
 
 from __future__ import annotations
@@ -18,15 +17,10 @@ import numpy as np
 from connectx_az.agent import onnx_numpy
 from connectx_az.engine import game
 
-try:
-    from connectx_az.agent import onnx_torch
-except ImportError:  # not pasted, or failed to load: the torch backend is then unavailable
-    onnx_torch = None
-
 #: the order the agent tries them in
 BACKENDS = ("onnxruntime", "numpy")
 #: every backend ``make_evaluator`` knows
-KNOWN_BACKENDS = ("onnxruntime", "torch", "numpy")
+KNOWN_BACKENDS = ("onnxruntime", "numpy")
 
 
 class UniformEvaluator:
@@ -73,16 +67,9 @@ def limit_blas_threads() -> None:
 
 
 def make_evaluator(backend: str, data: bytes):
-    """The evaluator of ``backend`` (one of ``KNOWN_BACKENDS``) over ONNX bytes; raises whatever loading raises.
-
-    ``torch`` sets torch's intra-op threads to one for the whole process.
-    """
+    """The evaluator of ``backend`` (one of ``KNOWN_BACKENDS``) over ONNX bytes; raises whatever loading raises."""
     if backend == "onnxruntime":
         return OrtEvaluator(data)
-    if backend == "torch":
-        if onnx_torch is None:
-            raise ImportError("the torch runtime (onnx_torch) is not available")
-        return onnx_torch.TorchOnnxModel(data, threads=1)
     if backend == "numpy":
         return onnx_numpy.NumpyOnnxModel(data)
     raise ValueError(f"unknown backend {backend!r}")

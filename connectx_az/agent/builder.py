@@ -8,8 +8,7 @@
 3. each module's source **verbatim** as a raw string literal: ``engine/game.py``,
    ``engine/book.py``, ``engine/mcts.py``, ``engine/solver.py``, ``engine/solver_numba.py``,
    ``agent/onnx_numpy.py``, ``agent/fallback.py``, ``agent/backends.py``,
-   ``agent/template.py`` (and ``agent/onnx_torch.py`` with ``torch_backend``), read from
-   disk at build time, never from a hand-kept copy;
+   ``agent/template.py``, read from disk at build time, never from a hand-kept copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
@@ -20,15 +19,9 @@
    ``def agent(observation, configuration)`` calling it: Kaggle executes the
    file with an empty globals dict and takes the last callable it defines.
 
-``onnx_torch`` (the model run by torch) is pasted only on request (``torch_backend``,
-``build --torch-backend``): the agent's default order ``backends.BACKENDS`` never uses it, and
-benchmarks that compare the torch backend ask for it.  Without it ``backends`` finds no
-``onnx_torch`` and a ``torch`` backend is simply unavailable.
-
-If ``book``, ``solver``, ``solver_numba`` or ``onnx_torch`` fails to load in the
-sandbox, the template runs without it (numba and torch themselves are imported
-only when the agent compiles the solver or builds a torch model, and only where
-they import); if the template itself fails, ``agent`` falls back to the most
+If ``book``, ``solver`` or ``solver_numba`` fails to load in the
+sandbox, the template runs without it (numba itself is imported only when the
+agent compiles the solver, and only where it imports); if the template itself fails, ``agent`` falls back to the most
 central open column.  The builder refuses (``BuildError``, one line) a missing
 or corrupt model, a model that ``NumpyOnnxModel`` cannot run, a book that is
 missing, truncated, corrupt or built for another board (``book.decode``), sources that
@@ -65,14 +58,11 @@ MODULES = (
     ("solver", "engine/solver.py"),
     ("solver_numba", "engine/solver_numba.py"),
     ("onnx_numpy", "agent/onnx_numpy.py"),
-    ("onnx_torch", "agent/onnx_torch.py"),
     ("fallback", "agent/fallback.py"),
     ("backends", "agent/backends.py"),
     ("template", "agent/template.py"),
 )
-OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba", "onnx_torch"})  # the agent plays on without these
-#: pasted only with ``torch_backend``: the agent's default backends never use it
-TORCH_MODULE = "onnx_torch"
+OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
 #: packages Kaggle's image may lack: imported only where their absence is caught
@@ -248,15 +238,12 @@ def build_submission(
     metadata: dict | None = None,
     expected_sha256: str | None = None,
     book_path: str | Path | None = DEFAULT_BOOK,
-    torch_backend: bool = False,
 ) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
     ``expected_sha256``, when given, must match the model bytes (e.g. the value
     in the export report).  ``metadata`` (JSON-able) goes into the header.
-    ``book_path``: the opening book to embed (``None``: none).  ``torch_backend``:
-    also paste ``agent/onnx_torch.py``, for an agent configured to try the ``torch``
-    backend (benchmarks; the default agent never does).  Raises ``BuildError``.
+    ``book_path``: the opening book to embed (``None``: none).  Raises ``BuildError``.
     """
     out_path = Path(out_path)
     data = _read_model(model_path)
@@ -278,9 +265,8 @@ def build_submission(
         raise BuildError(f"output folder {out_path.parent} is not writable; choose another --out")
 
     rewrite = _loader_namespace()["_rewrite_imports"]
-    modules = [(name, rel) for name, rel in MODULES if torch_backend or name != TORCH_MODULE]
     sources = []
-    for name, rel in modules:
+    for name, rel in MODULES:
         path = PACKAGE_DIR / rel
         if not path.is_file():
             raise BuildError(f"package source {path} is missing")
@@ -303,7 +289,7 @@ def build_submission(
         f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
         f"float16 weights: {model.has_float16_weights}\n",
         book_line,
-        f"# sources: {', '.join(rel for _, rel in modules)}\n",
+        f"# sources: {', '.join(rel for _, rel in MODULES)}\n",
         f"# metadata: {meta}\n",
         "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
         "_T_START = time.perf_counter()\n",

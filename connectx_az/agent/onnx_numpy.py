@@ -25,8 +25,7 @@ of float16 initializers, ``Constant``) are folded at load time.  FLOAT16
 tensors are widened to float32: the graph always computes in float32.
 
 ``read_graph`` (parse and check) and ``fold_constants`` (the values known at
-load time, and the nodes left to run) are public: ``onnx_torch`` runs the same
-checked graph with torch, so the two runtimes accept and refuse the same models.
+load time, and the nodes left to run) are the two steps before a model runs.
 """
 
 from __future__ import annotations
@@ -458,7 +457,7 @@ SUPPORTED_OPS = frozenset(
 )
 
 # ---------------------------------------------------------------------------
-# the checked graph, shared with every runtime that executes it (``onnx_torch``)
+# the checked graph
 
 
 def read_graph(data: bytes) -> Graph:

@@ -6,13 +6,11 @@ worker processes, the tree work runs in them and the network here.  With
 ``--evaluator free`` the network is replaced by one that costs almost nothing,
 so the figure is the tree work's own rate.
 ``agent``: simulations per second of the submission's search for each
-inference backend (onnxruntime, torch, numpy: those that import), next to
-that backend's raw rates, timed in turns; torch's import and set-up in a fresh
-interpreter; then, for a freshly built ``submission.py`` run as Kaggle runs it
+inference backend (onnxruntime, numpy: those that import), next to
+that backend's raw rates, timed in turns; then, for a freshly built ``submission.py`` run as Kaggle runs it
 (fresh interpreter, onnxruntime, torch and the package blocked), the load time
 of a game's first move and the process's peak memory after a few full-budget
-moves; optionally (``bench_game``) the numpy and torch backends over a whole
-scripted game with the model's load charged to its first move.
+moves.
 """
 
 from __future__ import annotations
@@ -151,13 +149,12 @@ _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_e
 
 def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None,
         workers: list[int] | None = None, preset: str = "cpu", evaluator: str = "network",
-        device: str | None = None, precision: str | None = None, game_repeats: int = 0) -> dict[str, Any]:
+        device: str | None = None, precision: str | None = None) -> dict[str, Any]:
     """One benchmark's figures.
 
     ``batches`` and ``workers`` (selfplay) add one row per (worker-process count,
     games-in-flight count); either alone varies just that one.  ``preset``,
-    ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``;
-    ``game_repeats`` (agent): see ``bench_agent``.
+    ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``.
     """
     if what == "selfplay":
         ckpt = Path(model).with_suffix(".pt")
@@ -171,12 +168,12 @@ def run(what: str, *, model: str | Path, seconds: float = 5.0, batches: list[int
         return {**{k: v for k, v in rows[-1].items() if k not in _SCALING_KEYS},
                 "scaling": [{k: r[k] for k in _SCALING_KEYS if k in r} for r in rows]}
     if what == "agent":
-        return bench_agent(model, seconds=seconds, game_repeats=game_repeats)
+        return bench_agent(model, seconds=seconds)
     raise ValueError(f"unknown benchmark {what!r}")
 
 
 def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int = 8,
-                num_moves: int = 3, game_repeats: int = 0) -> dict[str, Any]:
+                num_moves: int = 3) -> dict[str, Any]:
     """Per backend: the submission search's simulations per second and the raw eval rates.
 
     Uses the agent's own evaluator factory and search settings
@@ -191,15 +188,9 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``batch_vs_numpy``).  Pin the process to one core
     (``taskset -c 1``) to match Kaggle; the child processes inherit the pinning.
 
-    ``torch_load`` (where torch imports) is a fresh interpreter's ``import
-    torch``, building the model and its first two calls (one position, then
-    ``num_parallel``): what the torch backend adds to a game's first move.
     Then builds ``submission.py`` for the same model and adds what
     ``bench_submission`` measures: ``load_seconds``, ``peak_rss_mb`` and a
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
-    With ``game_repeats`` > 0, ``game_numpy``, ``game_torch`` and
-    ``game_torch_vs_numpy`` hold ``bench_game``'s comparison of the two
-    backends over a whole scripted game.
     """
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts
@@ -247,36 +238,16 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
         if backend != "numpy" and "numpy" in rates:
             for key, label in (("sims_per_s", "sims"), ("raw_evals_per_s", "raw"), ("raw_batch_evals_per_s", "batch")):
                 result[backend][f"{label}_vs_numpy"] = round(r[key] / rates["numpy"][key], 3)
-    if "torch" in evaluators:
-        result["torch_load"] = _torch_load_probe(path, num_parallel)
     probe = bench_submission(path, num_moves=num_moves)
     result["load_seconds"] = probe.pop("load_seconds")
     result["peak_rss_mb"] = probe.pop("peak_rss_mb")
     result["submission"] = probe
-    if game_repeats > 0:
-        played = bench_game(path, repeats=game_repeats)
-        result["game"] = f"{played['moves']} moves a game, {played['repeats']} game(s) a runtime, {played['clock']}"
-        result.update({f"game_{key}": played[key] for key in ("numpy", "torch", "torch_vs_numpy") if key in played})
     return {**result, **_machine()}
 
 
 def _probe(name: str) -> str:
     """The source of a probe program (``bench_probes/probe_NAME.py``), run in a fresh interpreter."""
     return (Path(__file__).parent / "bench_probes" / f"probe_{name}.py").read_text()
-
-
-_TORCH_LOAD_PROBE = _probe("torch_load")
-
-
-def _torch_load_probe(model: Path, num_parallel: int, timeout: float = 300.0) -> dict[str, Any]:
-    """``import torch`` and the torch backend's set-up in a fresh interpreter (see ``bench_agent``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([sys.executable, "-c", _TORCH_LOAD_PROBE, str(model), str(num_parallel)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"torch load probe failed: {done.stderr.strip().splitlines()[-1:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
 _SUBMISSION_PROBE = kaggle_io.sandbox_prelude() + _probe("submission")
@@ -321,111 +292,6 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
         "move_seconds": [m["seconds"] for m in moves], "move_simulations": [m["simulations"] for m in moves],
         "tree_nodes": out["tree_nodes"],
     }
-
-
-_GAME_PROBE = _probe("game")
-
-#: the runtimes ``bench_game`` compares: (label, backend order, packages blocked)
-GAME_RUNTIMES = (("numpy", ("numpy",), kaggle_io.KAGGLE_BLOCKED),
-                 ("torch", ("torch", "numpy"), ("connectx_az", "onnxruntime")))
-
-
-def game_line() -> str:
-    """The scripted game of ``bench_game``: the longest End-Easy line of the Pons sets (41 plies)."""
-    from connectx_az.evaluation import pons
-
-    return max(pons.load_set("End-Easy"), key=lambda p: p.num_plies).moves
-
-
-def _read_line(proc: subprocess.Popen, label: str, errors: Path) -> dict[str, Any]:
-    """The child's next JSON line; ``RuntimeError`` with its last error line if it stopped instead."""
-    text = proc.stdout.readline()
-    if not text:
-        proc.wait()
-        last = errors.read_text().strip().splitlines()[-1:]
-        raise RuntimeError(f"game probe ({label}) failed: {last}")
-    return json.loads(text)
-
-
-def bench_game(model: str | Path, *, repeats: int = 1, max_moves: int | None = None, act_timeout: float = 2.0,
-               overage: float = 60.0) -> dict[str, Any]:
-    """The numpy and torch backends over one game's worth of moves, the model's load charged to the first.
-
-    Builds ``submission.py`` for ``model`` with the torch runtime pasted (``torch_backend``); per runtime of
-    ``GAME_RUNTIMES``
-    (``numpy``: torch blocked; ``torch``: only onnxruntime blocked, torch tried
-    first) a fresh interpreter plays the first player's moves of
-    ``game_line()`` (``max_moves`` of them: all 21 by default) under Kaggle's
-    clock, whatever the agent would have played, so both runtimes search the
-    same positions with the same budgets.  The two play side by side and take
-    turns move by move (which goes first alternates between the ``repeats``
-    games), so a change in the machine's load reaches both alike.  Per runtime:
-    ``backend``, ``load_seconds`` (of the first move; torch's import included),
-    the first move's ``seconds`` and simulations, ``simulations`` over all
-    moves and ``move_simulations`` per move (sums over the repeats), ``bank_left`` (the least of the repeats) and
-    ``peak_rss_mb`` (the child's ``VmHWM``, the most of the repeats).  Raises
-    ``RuntimeError`` if a child fails.
-    """
-    from connectx_az.agent import builder
-
-    line = game_line()
-    if max_moves is not None:
-        line = line[: 2 * max_moves - 1]
-    num_moves = (len(line) + 1) // 2
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in GAME_RUNTIMES}
-    with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
-        submission = Path(tmp) / "submission.py"
-        # no book: it would answer the line's openings
-        builder.build_submission(model, submission, book_path=None, torch_backend=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        for repeat in range(repeats):
-            runtimes = GAME_RUNTIMES if repeat % 2 == 0 else GAME_RUNTIMES[::-1]
-            procs = {}
-            try:
-                for label, order, blocked in runtimes:
-                    probe = Path(tmp) / f"game_{label}.py"
-                    probe.write_text(kaggle_io.sandbox_prelude(blocked) + _GAME_PROBE)
-                    errors = Path(tmp) / f"game_{label}.err"
-                    with open(errors, "w") as err:
-                        procs[label] = (subprocess.Popen(
-                            [sys.executable, "-I", str(probe), str(submission), ",".join(order), line,
-                             str(act_timeout), str(overage)], cwd=tmp, env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=err, text=True), errors)
-                moves: dict[str, list[dict[str, Any]]] = {label: [] for label in procs}
-                for _ in range(num_moves):
-                    for label, (proc, errors) in procs.items():
-                        proc.stdin.write("go\n")
-                        proc.stdin.flush()
-                        moves[label].append(_read_line(proc, label, errors))
-                for label, (proc, errors) in procs.items():
-                    runs[label].append({**_read_line(proc, label, errors), "moves": moves[label]})
-                    proc.wait()
-            finally:
-                for proc, _ in procs.values():
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
-    result: dict[str, Any] = {"moves": num_moves, "repeats": repeats,
-                              "clock": f"{act_timeout:g}s + {overage:g}s bank"}
-    for label, games in runs.items():
-        firsts = [g["moves"][0] for g in games]
-        result[label] = {
-            "backend": ",".join(sorted({g["backend"] for g in games})),
-            "load_seconds": round(max(g["load_seconds"] for g in games), 3),
-            "first_move_seconds": round(max(m["seconds"] for m in firsts), 3),
-            "first_move_simulations": sum(m["simulations"] for m in firsts),
-            "simulations": sum(m["simulations"] for g in games for m in g["moves"]),
-            "move_simulations": [sum(g["moves"][i]["simulations"] for g in games) for i in range(num_moves)],
-            "bank_left": round(min(g["moves"][-1]["bank"] for g in games), 2),
-            "peak_rss_mb": round(max(g["peak_rss_mb"] for g in games), 1),
-        }
-    if result["numpy"]["simulations"]:
-        result["torch_vs_numpy"] = {
-            "first_move": round(result["torch"]["first_move_simulations"]
-                                / max(1, result["numpy"]["first_move_simulations"]), 3),
-            "game": round(result["torch"]["simulations"] / result["numpy"]["simulations"], 3)}
-    return result
 
 
 def format_result(what: str, result: dict[str, Any]) -> str:
