@@ -21,7 +21,7 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: gpu-check submission test test-slow test-timing validate install install-train install-validate install-test train-cpu kaggle lint clean distclean
+.PHONY: gpu-check submission test test-slow test-timing validate install install-eval install-train install-validate install-test train-cpu kaggle lint clean distclean
 
 # The package needs Python >= 3.11 (pyproject.toml): a PYTHON older than that is refused before $(VENV) is made, and
 # a $(VENV) left by an older one (or by hand) is refused in one line that says how to start over.
@@ -70,12 +70,18 @@ $(VENV)/.torch: | $(PY)
 $(VENV)/.train: pyproject.toml $(VENV)/.torch | $(PY)
 	$(CHECK_VENV)
 	$(PIP) install -e ".[train]"
-	touch $@
+	touch $@ $(VENV)/.eval
 
 $(VENV)/.test: pyproject.toml $(VENV)/.torch | $(PY)
 	$(CHECK_VENV)
 	$(PIP) install -e ".[test]"
-	touch $@ $(VENV)/.train $(VENV)/.validate
+	touch $@ $(VENV)/.train $(VENV)/.eval $(VENV)/.validate
+
+# Grading a model (`eval pons --model`), the arena and play: onnxruntime runs the ONNX file, no torch.
+$(VENV)/.eval: pyproject.toml | $(PY)
+	$(CHECK_VENV)
+	$(PIP) install -e ".[eval]"
+	touch $@
 
 $(VENV)/.validate: pyproject.toml | $(PY)
 	$(CHECK_VENV)
@@ -83,6 +89,7 @@ $(VENV)/.validate: pyproject.toml | $(PY)
 	touch $@
 
 install: $(VENV)/.core
+install-eval: $(VENV)/.eval
 install-train: $(VENV)/.train
 install-validate: $(VENV)/.validate
 install-test: $(VENV)/.test

@@ -27,8 +27,8 @@ DEFAULT_CHECKPOINT = Path(__file__).parent / "models" / "default.pt"
 DEFAULT_BOOK = Path(__file__).parent / "data" / "book" / "book.bin"
 
 
-#: what ``export.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
-ONNXRUNTIME_EVALUATOR = ("onnxruntime", "onnx", "torch")
+#: what ``backends.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
+ONNXRUNTIME_EVALUATOR = ("onnxruntime",)
 
 
 class UserError(Exception):
@@ -50,15 +50,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         errors += [ConfigError, CheckpointError]
     except ImportError:
         pass
-    # a command that never imported export cannot have raised its error
-    export = sys.modules.get("connectx_az.training.export")
-    if export is not None:
-        errors.append(export.ModelError)
-    from connectx_az.agent.builder import BuildError
+    from connectx_az.agent.backends import ModelError
     from connectx_az.cards import CardError
-    from connectx_az.evaluation.compare import CompareError
+    from connectx_az.tools.builder import BuildError
+    from connectx_az.tools.compare import CompareError
 
-    errors += [BuildError, CardError, CompareError]
+    errors += [ModelError, BuildError, CardError, CompareError]
     return tuple(errors)
 
 
@@ -141,7 +138,7 @@ def _checkpoint_path(path: str) -> Path:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from connectx_az import cards
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     model = Path(args.model)
     metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
@@ -174,8 +171,8 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from connectx_az.agent import book_build
     from connectx_az.engine import game, solver
+    from connectx_az.tools import book_build
 
     try:
         root = game.from_moves(args.root)
@@ -241,7 +238,8 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 def cmd_label(args: argparse.Namespace) -> int:
     from connectx_az.engine import solver_numba
-    from connectx_az.training import solved
+    from connectx_az.tools import labeller
+    from connectx_az.training import labels
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
         raise UserError("--positions and --seconds must be positive")
@@ -253,15 +251,15 @@ def cmd_label(args: argparse.Namespace) -> int:
         raise UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
     out = Path(args.out)
     try:
-        before = solved.open_file(out)
-    except solved.LabelsError as exc:
+        before = labeller.open_file(out)
+    except labels.LabelsError as exc:
         raise UserError(f"{exc}; choose another file to write") from exc
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
     if args.moves:  # the file's positions that lack their best moves get them first
         lacking = int(before.moves_to_seek(args.retry_unproven).sum())
         with _progress(lacking, "positions", desc=f"best moves in {out.name}") as bar:
-            before, fill = solved.add_moves_to_file(out, before, max_nodes=args.max_nodes, seconds=seconds,
+            before, fill = labeller.add_moves_to_file(out, before, max_nodes=args.max_nodes, seconds=seconds,
                                                     prover=prover, workers=args.workers,
                                                     retry_unproven=args.retry_unproven,
                                                     on_progress=lambda stats: bar.update(stats.tried - bar.n))
@@ -277,7 +275,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                 return 0
     with _progress(args.positions or 0, "positions", desc=f"proving into {out.name}") as bar:
         try:
-            whole, stats = solved.label_into_file(out, before, num_positions=args.positions, seconds=seconds,
+            whole, stats = labeller.label_into_file(out, before, num_positions=args.positions, seconds=seconds,
                                                   min_plies=args.plies[0], max_plies=args.plies[1],
                                                   max_nodes=args.max_nodes, seed=args.seed, moves=args.moves,
                                                   prover=prover, workers=args.workers,
@@ -321,7 +319,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import kaggle_io, pons, reports
+    from connectx_az.benchmarks import pons
+    from connectx_az.evaluation import grading, kaggle_io, reports
 
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
@@ -345,7 +344,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
               f"{args.act_timeout:g} s a move: at most about {_duration(at_most)} after a warm-up of a few seconds "
               "(book, solver and forced moves answer faster)", file=sys.stderr, flush=True)
         with _progress(num_positions, "positions") as bar:
-            graded = pons.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
+            graded = grading.submissions_mistake_rates(args.submission, limit=args.limit, sets=args.sets,
                                                     act_timeout=args.act_timeout, overage=args.bank,
                                                     on_position=lambda: bar.update(1))
         clock = reports.clock_label(args.act_timeout, args.bank, args.runtime)
@@ -369,8 +368,9 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_value(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import pons, reports
-    from connectx_az.training.export import OnnxRuntimeEvaluator
+    from connectx_az.agent.backends import OnnxRuntimeEvaluator
+    from connectx_az.benchmarks import pons
+    from connectx_az.evaluation import grading, reports
 
     bands = tuple(args.bands)
     if any(not 0 <= b < 1 for b in bands):
@@ -380,7 +380,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     for label, model in zip(reports.file_labels(args.models), args.models, strict=True):
         evaluator = OnnxRuntimeEvaluator(model)
         with _progress(len(args.sets or pons.SETS), "sets", desc=f"values of {Path(model).name}") as bar:
-            graded[label] = pons.value_calibrations(evaluator, children=args.children, limit=args.limit,
+            graded[label] = grading.value_calibrations(evaluator, children=args.children, limit=args.limit,
                                                     sets=args.sets, bands=bands, on_set=lambda: bar.update(1))
     print(json.dumps(reports.value_json(graded)) if args.json else "\n".join(reports.value_table(graded, bands)))
     return 0
@@ -395,11 +395,11 @@ def cmd_eval_show(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_paired(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import pons, reports
+    from connectx_az.evaluation import grading, reports
 
     (label_a, rows_a), (label_b, rows_b) = (reports.graded_mode(spec) for spec in (args.a, args.b))
     try:
-        counts = pons.paired(rows_a, rows_b)
+        counts = grading.paired(rows_a, rows_b)
     except (KeyError, TypeError) as exc:
         raise UserError(f"not the output of `eval pons --json` (missing {exc}); rerun it to record mistakes") from None
     except ValueError as exc:
@@ -411,14 +411,14 @@ def cmd_eval_paired(args: argparse.Namespace) -> int:
 
 
 def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
-    """``pons.grade_model`` of ONNX ``model`` at ``args.sims``, with a progress bar on stderr that counts the
-    work in network evaluations per position (``pons.grading_evals``)."""
-    from connectx_az.evaluation import pons
-    from connectx_az.training.export import OnnxRuntimeEvaluator
+    """``grading.grade_model`` of ONNX ``model`` at ``args.sims``, with a progress bar on stderr that counts the
+    work in network evaluations per position (``grading.grading_evals``)."""
+    from connectx_az.agent.backends import OnnxRuntimeEvaluator
+    from connectx_az.evaluation import grading
 
     evaluator = OnnxRuntimeEvaluator(model)
-    with _progress(pons.grading_evals(args.sims, args.sets), "evals", desc=f"grading {Path(model).name}") as bar:
-        return pons.grade_model(evaluator, sims=args.sims, limit=args.limit, sets=args.sets, on_evals=bar.update)
+    with _progress(grading.grading_evals(args.sims, args.sets), "evals", desc=f"grading {Path(model).name}") as bar:
+        return grading.grade_model(evaluator, sims=args.sims, limit=args.limit, sets=args.sets, on_evals=bar.update)
 
 
 class _NoBar:
@@ -499,7 +499,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import bench
+    from connectx_az.tools import bench
 
     if args.what == "solver":
         return cmd_bench_solver(args)
@@ -520,7 +520,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_bench_gpu(args: argparse.Namespace) -> int:
     _require(args, "torch", "onnx", "tqdm")
-    from connectx_az.evaluation import bench_gpu
+    from connectx_az.tools import bench_gpu
 
     if not args.budget > 0:
         raise UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
@@ -536,7 +536,7 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from connectx_az import cards
-    from connectx_az.evaluation import compare
+    from connectx_az.tools import compare
 
     sizes = compare.QUICK if args.quick else compare.FULL
     changes = {k: v for k, v in (("limit", args.limit), ("games", args.games), ("network_limit", args.limit),
@@ -575,7 +575,7 @@ def _check_agent_model(model: str) -> None:
 
 
 def cmd_bench_clock(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import bench_clock
+    from connectx_az.tools import bench_clock
 
     if not hasattr(os, "sched_setaffinity"):
         raise UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
@@ -586,7 +586,8 @@ def cmd_bench_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
-    from connectx_az.evaluation import bench, pons
+    from connectx_az.benchmarks import pons
+    from connectx_az.tools import bench
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise UserError("--deadline and --limit must be positive")
@@ -719,7 +720,11 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from connectx_az.evaluation import bench, pons  # numpy only: the set names for --sets, the solver's budgets
+    from connectx_az.benchmarks import pons
+    from connectx_az.evaluation import (
+        bench,  # numpy only: the set names for --sets, the solver's budgets
+        grading,
+    )
 
     parser = argparse.ArgumentParser(prog="connectx-az", description="AlphaZero for Kaggle ConnectX: "
                                      "train, export, build a one-file submission, validate, measure.")
@@ -867,7 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "bands, its sign on decisive positions, mean value and confusion of each result")
     e.add_argument("--models", nargs="+", default=[str(DEFAULT_MODEL)], metavar="MODEL",
                    help="ONNX models (default: the shipped one)")
-    e.add_argument("--bands", type=float, nargs="+", default=list(pons.VALUE_BANDS), metavar="B",
+    e.add_argument("--bands", type=float, nargs="+", default=list(grading.VALUE_BANDS), metavar="B",
                    help="draw bands to read the classes at (v > B a win, v < -B a loss; default: 1/3, as "
                         "`eval pons`, then 0.2 0.1 0.05)")
     e.add_argument("--children", action="store_true",
@@ -940,7 +945,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RUN_DIR/plots)")
     p.set_defaults(func=cmd_plot)
 
-    from connectx_az.evaluation import compare  # numpy only: the rule's text and the defaults
+    from connectx_az.tools import compare  # numpy only: the rule's text and the defaults
 
     p = sub.add_parser("compare", help="may a candidate ship? Its file and the shipped one graded paired; a verdict",
                        description="Build CANDIDATE with the shipped book, grade it and the shipped file on the same "

@@ -1,8 +1,9 @@
 """Optional packages: which pip extra installs each, and the one-line error when a command lacks one.
 
 The package itself needs numpy alone (``make submission``: build a submission).
-Training, export and the commands that run a model through onnxruntime need the
-``train`` extra; playing kaggle-environments' games and compiling the solver as
+The commands that run a model through onnxruntime (``eval pons --model``, ``arena``,
+``play``) need the ``eval`` extra, without torch; training and export need ``train``
+(which holds ``eval``); playing kaggle-environments' games and compiling the solver as
 on Kaggle need ``validate``.  A command names what it needs with ``require``
 before any work, and ``cli.main`` turns any other import of these packages that
 fails into the same sentence (``missing_message``).  Standard library only.
@@ -16,14 +17,14 @@ import importlib.util
 PACKAGES: dict[str, tuple[str, str]] = {
     "torch": ("torch", "train"),
     "onnx": ("onnx", "train"),
-    "onnxruntime": ("onnxruntime", "train"),
+    "onnxruntime": ("onnxruntime", "eval"),
     "tqdm": ("tqdm", "train"),
     "matplotlib": ("matplotlib", "train"),
     "kaggle_environments": ("kaggle-environments", "validate"),
     "numba": ("numba", "validate"),
 }
 #: extra -> the Makefile target that installs it into the checkout's .venv
-MAKE_TARGETS = {"train": "install-train", "validate": "install-validate"}
+MAKE_TARGETS = {"eval": "install-eval", "train": "install-train", "validate": "install-validate"}
 
 
 class MissingPackage(ImportError):

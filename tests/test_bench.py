@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from connectx_az.engine import game
-from connectx_az.evaluation import bench
+from connectx_az.tools import bench
 from connectx_az.training import config, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]

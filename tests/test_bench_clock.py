@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectx_az.evaluation import bench_clock
+from connectx_az.tools import bench_clock
 
 
 def _move(step: int, seconds: float, budget: float | None, bank: float) -> dict:

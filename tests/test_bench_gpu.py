@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from connectx_az import cli  # noqa: E402
-from connectx_az.evaluation import bench_gpu  # noqa: E402
+from connectx_az.tools import bench_gpu  # noqa: E402
 
 CPU_FORM = bench_gpu.CheckConfig(preset="smoke", device="cpu", budget=180.0, generations=2, seconds=0.2,
                                  workers=(0, 2), num_moves=1, act_timeout=0.2)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from connectx_az import cli
-from connectx_az.agent import book_build, builder, template
+from connectx_az.agent import template
 from connectx_az.engine import book, game, solver
+from connectx_az.tools import book_build, builder
 
 # A Middle-Easy position (28 plies, the side to move wins); within 6 plies its tree holds wins, draws and losses,
 # and the pure-Python solver proves it all in a fraction of a second.

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import connectx_az
-from connectx_az.agent import builder
+from connectx_az.agent import backends
 from connectx_az.evaluation import kaggle_io
+from connectx_az.tools import builder
 from connectx_az.training import export
 
 PACKAGE = Path(connectx_az.__file__).resolve().parent
@@ -98,7 +99,7 @@ def test_submission_runs_alone_like_kaggle(fixture, request, tmp_path):
     assert "connectx_az_submission.game" in result["modules"]
     assert len(result["moves"]) == 8
 
-    ref_logits, ref_value = export.OnnxRuntimeEvaluator(model_path).evaluate(positions)
+    ref_logits, ref_value = backends.OnnxRuntimeEvaluator(model_path).evaluate(positions)
     assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
 
 
@@ -167,11 +168,11 @@ def test_sources_with_foreign_imports_are_refused(small_onnx, tmp_path, monkeypa
     fake = tmp_path / "pkg"
     shutil.copytree(PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__", "data"))
     template = fake / "agent" / "template.py"
-    template.write_text(template.read_text().replace("import numpy as np\n", "import numpy as np\nimport torch\n", 1))
+    template.write_text(template.read_text().replace("import numpy as np\n", "import numpy as np\nimport numba\n", 1))
     monkeypatch.setattr(builder, "PACKAGE_DIR", fake)
-    with pytest.raises(builder.BuildError, match="imports 'torch' at the top level"):
+    with pytest.raises(builder.BuildError, match="imports 'numba' at the top level"):
         builder.build_submission(small_onnx, tmp_path / "submission.py")
-    template.write_text(template.read_text().replace("import torch\n", "import scipy\n", 1))
+    template.write_text(template.read_text().replace("import numba\n", "import scipy\n", 1))
     with pytest.raises(builder.BuildError, match="imports 'scipy'; the submission may use only"):
         builder.build_submission(small_onnx, tmp_path / "submission.py")
 

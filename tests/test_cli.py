@@ -315,19 +315,19 @@ def test_validate_plays_games_through_kaggle_environments_and_reports_them(tmp_p
 
 
 def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
-    from connectx_az.training import solved
+    from connectx_az.training import labels as label_files
 
     out = tmp_path / "labels.npz"
     for total in (6, 12):
         result = _run("label", str(out), "--positions", "6", "--plies", "14", "16")
         assert result.returncode == 0, result.stderr
         assert f"wrote {out}: {total} positions" in result.stdout and "6 new" in result.stdout
-    assert len(solved.load(out)) == 12 and len(solved.load(out).keys()) == 12
-    assert not solved.load(out).best.any()
+    assert len(label_files.load(out)) == 12 and len(label_files.load(out).keys()) == 12
+    assert not label_files.load(out).best.any()
     # --moves: the file's positions get their best moves first, then new ones are proven with theirs
     result = _run("label", str(out), "--positions", "2", "--plies", "14", "16", "--moves")
     assert result.returncode == 0, result.stderr
-    labels = solved.load(out)
+    labels = label_files.load(out)
     lacking = int(sum(labels.result[:12] >= 0))
     assert f"best moves of {lacking} of the {lacking} positions" in result.stdout
     assert f"wrote {out}: 14 positions" in result.stdout
@@ -336,17 +336,17 @@ def test_label_proves_positions_and_adds_to_its_file(tmp_path: Path) -> None:
     result = _run("label", str(out), "--positions", "2", "--plies", "20", "22", "--moves", "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}: 16 positions" in result.stdout and " x 2" in result.stdout
-    assert np.array_equal(solved.load(out).has_moves(), solved.load(out).result >= 0)
-    marked = solved.load(out)  # moves sought and not proven within the budget: retried on request only
+    assert np.array_equal(label_files.load(out).has_moves(), label_files.load(out).result >= 0)
+    marked = label_files.load(out)  # moves sought and not proven within the budget: retried on request only
     unproven = marked.result >= 0
-    solved.save(out, solved.Labels(marked.position, marked.mask, marked.plies, marked.result,
-                                   np.where(unproven, solved.UNPROVEN_MOVES, 0).astype(np.uint8)))
+    label_files.save(out, label_files.Labels(marked.position, marked.mask, marked.plies, marked.result,
+                                   np.where(unproven, label_files.UNPROVEN_MOVES, 0).astype(np.uint8)))
     result = _run("label", str(out), "--positions", "1", "--plies", "20", "22", "--moves")
     assert result.returncode == 0 and "best moves of" not in result.stdout
     result = _run("label", str(out), "--positions", "1", "--plies", "20", "22", "--moves", "--retry-unproven")
     assert result.returncode == 0, result.stderr
     assert f"best moves of {int(unproven.sum())} of the {int(unproven.sum())} positions" in result.stdout
-    assert np.array_equal(solved.load(out).has_moves(), solved.load(out).result >= 0)
+    assert np.array_equal(label_files.load(out).has_moves(), label_files.load(out).result >= 0)
     bad = _run("label", str(out), "--positions", "1", "--retry-unproven")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "add --moves" in bad.stderr
     bad = _run("label", str(out), "--positions", "1", "--workers", "0")

@@ -23,9 +23,9 @@ from types import SimpleNamespace
 import pytest
 
 import connectx_az
-from connectx_az.agent import backends, builder, template
+from connectx_az.agent import backends, template
 from connectx_az.engine import game, mcts
-from connectx_az.evaluation import bench_clock
+from connectx_az.tools import bench_clock, builder
 
 SHIPPED_MODEL = Path(connectx_az.__file__).resolve().parent / "models" / "default.onnx"
 #: the busy loop stops by itself after this many seconds, whatever happens to the test

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from connectx_az import cli
-from connectx_az.evaluation import compare, pons
+from connectx_az.benchmarks import pons
+from connectx_az.tools import compare
 
 
 def test_the_sign_test_is_the_one_sided_exact_binomial() -> None:

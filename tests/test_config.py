@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az.training import config, gumbel, solved
+from connectx_az.benchmarks import pons
+from connectx_az.training import config, gumbel
+from connectx_az.training import labels as label_files
 
 
 def test_overrides_and_unknown_keys() -> None:
@@ -113,7 +115,7 @@ def test_every_preset_carries_the_recipe() -> None:
         # forks start from positions searched earlier in the call: some games must start after the first batch
         assert cfg.selfplay.num_games > cfg.selfplay.num_parallel_games or cfg.selfplay.num_workers == -1, name
         assert (cfg.train.lr_schedule, cfg.train.lr_schedule_start, cfg.train.value_mix) == ("cosine", 0, 0.5)
-        assert cfg.train.solved_labels == solved.BUILTIN and cfg.train.solved_per_batch > 0, name
+        assert cfg.train.solved_labels == label_files.BUILTIN and cfg.train.solved_per_batch > 0, name
         train = cfg.train
         assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
         assert cfg.selfplay.full_search_prob == 1.0 and not cfg.selfplay.gumbel.enabled, name
@@ -128,10 +130,10 @@ def test_the_cosine_spans_the_runs_own_generations() -> None:
 
 
 def test_the_package_ships_the_recipes_label_file() -> None:
-    labels = solved.load(solved.BUILTIN)
-    assert solved.resolve(solved.BUILTIN) == solved.BUILTIN_PATH and len(labels) == 16_373
+    labels = label_files.load(label_files.BUILTIN)
+    assert label_files.resolve(label_files.BUILTIN) == label_files.BUILTIN_PATH and len(labels) == 16_373
     assert int(labels.has_moves().sum()) == 11_352 and labels.plies.min() == 4 and labels.plies.max() == 12
-    assert not {(int(p), int(m)) for p, m in zip(labels.position, labels.mask, strict=True)} & solved.benchmark_keys()
+    assert not {(int(p), int(m)) for p, m in zip(labels.position, labels.mask, strict=True)} & pons.benchmark_keys()
 
 
 def test_the_settings_load_without_torch() -> None:

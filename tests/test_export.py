@@ -9,7 +9,7 @@ import onnx
 import pytest
 import torch
 
-from connectx_az.agent import onnx_numpy
+from connectx_az.agent import backends, onnx_numpy
 from connectx_az.engine import game
 from connectx_az.training import export
 
@@ -34,7 +34,7 @@ def test_export_report_and_parity(small_net, tmp_path):
     # independent check on other positions
     obs = export.random_positions(64, np.random.default_rng(7))
     ref = _torch(small_net, obs)
-    got = export.OnnxRuntimeEvaluator(path).evaluate(obs)
+    got = backends.OnnxRuntimeEvaluator(path).evaluate(obs)
     assert np.abs(ref[0] - got[0]).max() <= 1e-4 and np.abs(ref[1] - got[1]).max() <= 1e-4
 
 
@@ -50,7 +50,7 @@ def test_graph_uses_only_ops_the_numpy_runtime_has(small_onnx):
 @pytest.mark.parametrize("batch", [1, 5, 64])
 def test_dynamic_batch(small_net, small_onnx, batch):
     obs = export.random_positions(batch, np.random.default_rng(batch))
-    logits, value = export.OnnxRuntimeEvaluator(small_onnx.read_bytes()).evaluate(obs)
+    logits, value = backends.OnnxRuntimeEvaluator(small_onnx.read_bytes()).evaluate(obs)
     assert logits.shape == (batch, game.NUM_ACTIONS) and value.shape == (batch,)
     assert logits.dtype == np.float32 and value.dtype == np.float32
     ref = _torch(small_net, obs)
@@ -77,7 +77,7 @@ def test_float16_export_halves_the_file(small_net, small_onnx, small_onnx16):
     assert info16["num_bytes"] < 0.65 * info32["num_bytes"]  # names and Cast nodes cost a little
     obs = export.random_positions(32, np.random.default_rng(3))
     ref = _torch(small_net, obs)
-    got = export.OnnxRuntimeEvaluator(small_onnx16).evaluate(obs)
+    got = backends.OnnxRuntimeEvaluator(small_onnx16).evaluate(obs)
     scale = max(1.0, float(np.abs(ref[0]).max()))
     assert np.abs(ref[0] - got[0]).max() <= export.FP16_TOLERANCE * scale
     assert np.abs(ref[1] - got[1]).max() <= export.FP16_TOLERANCE * scale
@@ -116,10 +116,10 @@ def test_corrupt_and_missing_files_are_refused(small_onnx, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(data[: len(data) // 3])
     with pytest.raises(ValueError, match="onnxruntime cannot load"):
-        export.OnnxRuntimeEvaluator(bad)
+        backends.OnnxRuntimeEvaluator(bad)
     with pytest.raises(ValueError, match="not a readable ONNX model"):
         export.model_card(bad)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         export.model_card(tmp_path / "missing.onnx")
     with pytest.raises(FileNotFoundError):
-        export.OnnxRuntimeEvaluator(tmp_path / "missing.onnx")
+        backends.OnnxRuntimeEvaluator(tmp_path / "missing.onnx")

@@ -62,7 +62,7 @@ def test_warm_up_compiles_the_solver_that_a_book_move_skips(tmp_path: Path) -> N
 
     pytest.importorskip("numba")
     from connectx_az import cli
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     sub = tmp_path / "sub.py"
     builder.build_submission(cli.DEFAULT_MODEL, sub)

@@ -1,11 +1,15 @@
-"""The import direction between the package's layers, read from every module's source with ``ast``.
+"""The import order of the package's tiers, read from every module's source with ``ast``.
 
-``engine/`` and ``agent/`` (less its two writers) are pasted into ``submission.py``: they import
-only the standard library, numpy and each other, an optional package (numba, onnxruntime, torch)
-only inside a function or a ``try`` that catches ``ImportError``.  ``evaluation/`` imports
-``training/`` only inside functions, so grading never needs torch.  Nothing but tests imports
-``cli``; ``cli`` and the top-level support modules import no heavy package at module level; the
-``__init__`` files import nothing.  And the builder pastes exactly the engine and agent modules.
+``TIERS`` is the order, from the bottom up: a module imports the standard library, the tiers below its
+own and its own tier, nothing above, at module level or inside a function alike.  ``training`` and
+``evaluation`` share a rank and never import each other.  Each tier also says which other packages it
+may import: ``engine`` and ``agent`` are pasted into ``submission.py`` and import numpy, and the
+optional packages (numba, onnxruntime) only inside a function or a ``try`` that catches
+``ImportError``; ``benchmarks`` is numpy only; torch is imported only by ``training`` and ``tools``;
+``support`` (the top-level modules) is the standard library alone; ``cli`` imports no other package at
+module level, and the tiers below it only inside functions (``--help`` imports nothing heavy).  The
+``__init__`` files import nothing.  No exceptions: a module that needs something above it belongs
+higher up.
 """
 
 from __future__ import annotations
@@ -18,14 +22,31 @@ from pathlib import Path
 import pytest
 
 import connectx_az
-from connectx_az.agent import builder
+from connectx_az.tools import builder
 
-PACKAGE = Path(connectx_az.__file__).resolve().parent
-LAYERS = ("engine", "agent", "training", "evaluation")
-#: agent/ modules that write files and are not pasted
-WRITERS = {"builder", "book_build"}
-#: the only imports of training/ by a writer: book_build proves its entries in solved's forked prover pool
-WRITER_TRAINING_IMPORTS = {("agent.book_build", "training.solved")}
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    rank: int  # a module imports tiers of a lower rank, and its own tier
+    pasted: bool = False  # into submission.py: the standard library, numpy and guarded optional packages only
+    packages: str = "any"  # other packages it may import: "none", "numpy", "any but torch", "any"
+    lazy: bool = False  # imports lower tiers and other packages only inside functions
+
+
+#: the import order, from the bottom up (engine < agent < benchmarks < training, evaluation < tools < cli)
+TIERS = (
+    Tier("support", 0, packages="none"),  # files, extras, cards: the top-level modules
+    Tier("engine", 1, pasted=True),
+    Tier("agent", 2, pasted=True),
+    Tier("benchmarks", 3, packages="numpy"),
+    Tier("training", 4),
+    Tier("evaluation", 4, packages="any but torch"),
+    Tier("tools", 5),
+    Tier("cli", 6, lazy=True),
+)
+BY_NAME = {tier.name: tier for tier in TIERS}
+FOLDERS = {tier.name for tier in TIERS} - {"support"}
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 
@@ -55,7 +76,7 @@ def imports_of(source: str) -> list[Import]:
                 else:
                     assert child.level == 0, f"relative import at line {child.lineno}"
                     module = child.module or ""
-                    is_package = module == "connectx_az" or module in {f"connectx_az.{layer}" for layer in LAYERS}
+                    is_package = module == "connectx_az" or module in {f"connectx_az.{folder}" for folder in FOLDERS}
                     names = [f"{module}.{a.name}" for a in child.names] if is_package else [module]
                 found.extend(Import(n, child.lineno, not in_function, in_function or in_try) for n in names)
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
@@ -74,69 +95,67 @@ def imports_of(source: str) -> list[Import]:
     return found
 
 
-def layer_of(name: str) -> str:
-    """``engine``, ``agent``, ``training``, ``evaluation``, ``cli``, ``support`` or ``package`` for a
-    dotted name under ``connectx_az``; ``stdlib``, ``numpy`` or ``third-party`` otherwise."""
+def tier_of(name: str) -> str:
+    """The tier of a dotted name under ``connectx_az`` (``package`` for the bare package); ``stdlib``,
+    ``numpy`` or ``third-party`` otherwise."""
     parts = name.split(".")
     if parts[0] != "connectx_az":
         return "stdlib" if parts[0] in STDLIB else "numpy" if parts[0] == "numpy" else "third-party"
     if len(parts) == 1:
         return "package"
-    return parts[1] if parts[1] in (*LAYERS, "cli") else "support"
+    return parts[1] if parts[1] in FOLDERS else "support"
 
 
 def _modules() -> dict[str, Path]:
-    """``"engine.game"``, ``"cli"``, ``"evaluation.bench_probes.probe_clock"``... -> path."""
+    """``"engine.game"``, ``"cli.main"``, ``"files"``... -> path."""
     return {".".join(p.relative_to(PACKAGE).with_suffix("").parts): p for p in sorted(PACKAGE.rglob("*.py"))
             if "__pycache__" not in p.parts}
 
 
+PACKAGE = Path(connectx_az.__file__).resolve().parent
 MODULES = _modules()
 
 
 def is_pasted(module: str) -> bool:
-    parts = module.split(".")
-    return len(parts) == 2 and (parts[0] == "engine" or parts[0] == "agent" and parts[1] not in WRITERS) \
-        and parts[1] != "__init__"
+    return BY_NAME[tier_of(f"connectx_az.{module}")].pasted and not module.endswith("__init__")
 
 
 def violations(module: str, source: str) -> list[str]:
-    """What ``module`` (a key of ``MODULES``) imports against the layers' rules, one line each."""
-    layer = module.split(".")[0] if "." in module else ("cli" if module == "cli" else "support")
+    """What ``module`` (a key of ``MODULES``) imports against ``TIERS``, one line each."""
+    own = BY_NAME[tier_of(f"connectx_az.{module}")]
     if module.endswith("__init__"):
         return [f"{module}:{i.line} imports {i.module} (an __init__ imports nothing)"
                 for i in imports_of(source) if i.module != "__future__"]
     out = []
     for i in imports_of(source):
-        target = layer_of(i.module)
+        target = tier_of(i.module)
         where = f"{module}:{i.line} imports {i.module}"
-        if target == "cli" or target == "package":
-            out.append(f"{where}: only tests import cli, and nothing imports the bare package")
-        elif is_pasted(module):
-            allowed = {"stdlib", "numpy", "engine"} | ({"agent"} if layer == "agent" else set())
+        if target == "stdlib":
+            continue
+        if target == "package":
+            out.append(f"{where}: nothing imports the bare package")
+        elif target in BY_NAME:
+            other = BY_NAME[target]
+            if other.rank > own.rank or other.rank == own.rank and other is not own:
+                out.append(f"{where}: {own.name} (rank {own.rank}) imports only the tiers below it and itself, "
+                           f"not {other.name} (rank {other.rank})")
+            elif own.pasted and not other.pasted:
+                out.append(f"{where}: {own.name} is pasted and imports only pasted tiers")
+            elif own.lazy and other is not own and other.name != "support" and i.top_level:
+                out.append(f"{where}: {own.name} imports the tiers below it only inside functions")
+        elif own.pasted:
             if target == "third-party":
-                if i.module.split(".")[0] not in builder._OPTIONAL_IMPORTS:
+                if i.module.split(".")[0] not in builder.OPTIONAL_IMPORTS:
                     out.append(f"{where}: pasted code may use only the standard library, numpy and "
-                               f"{sorted(builder._OPTIONAL_IMPORTS)}")
+                               f"{sorted(builder.OPTIONAL_IMPORTS)}")
                 elif not i.guarded:
                     out.append(f"{where}: an optional package goes inside a function or a try/except ImportError")
-            elif target not in allowed:
-                out.append(f"{where}: {layer} is pasted and may import only {sorted(allowed)}")
-            elif target == "agent" and i.module.split(".")[-1] in WRITERS:
-                out.append(f"{where}: the writers are not pasted")
-        elif layer == "agent":  # the writers
-            pair = (module, ".".join(i.module.split(".")[1:3]))
-            if target == "evaluation" or target == "training" and pair not in WRITER_TRAINING_IMPORTS:
-                out.append(f"{where}: a writer imports engine, agent and support modules (training only as "
-                           "listed in WRITER_TRAINING_IMPORTS)")
-        elif layer == "evaluation":
-            if target == "training" and i.top_level:
-                out.append(f"{where}: evaluation imports training only inside the function that needs it")
-        elif layer in ("support", "cli"):
-            if target in LAYERS and (layer == "support" or i.top_level):
-                out.append(f"{where}: {layer} imports the layers {'never' if layer == 'support' else 'lazily'}")
-            if target == "third-party" and i.top_level:
-                out.append(f"{where}: {layer} imports no third-party package at module level")
+        elif own.packages == "none" or own.packages == "numpy" and target == "third-party":
+            out.append(f"{where}: {own.name} imports {'no other package' if own.packages == 'none' else 'numpy alone'}")
+        elif own.packages == "any but torch" and i.module.split(".")[0] == "torch":
+            out.append(f"{where}: {own.name} never needs torch")
+        elif own.lazy and i.top_level:
+            out.append(f"{where}: {own.name} imports no other package at module level")
     return out
 
 
@@ -145,35 +164,42 @@ def test_imports_flow_one_way(module: str) -> None:
     assert violations(module, MODULES[module].read_text(encoding="utf-8")) == []
 
 
-def test_the_builder_pastes_exactly_the_engine_and_agent_modules() -> None:
+def test_the_builder_pastes_exactly_the_pasted_tiers() -> None:
     pasted = {module.split(".")[1] for module in MODULES if is_pasted(module)}
-    assert {name for name, _ in builder.MODULES} == pasted
-    for name, rel in builder.MODULES:
+    assert {name for name, _ in builder.pasted_modules()} == pasted
+    for name, rel in builder.pasted_modules():
         module = ".".join(Path(rel).with_suffix("").parts)
         assert (PACKAGE / rel).is_file() and Path(rel).stem == name and is_pasted(module), rel
     assert set(builder.OPTIONAL_MODULES) <= pasted
 
 
-def test_every_module_is_in_a_layer_or_named_support() -> None:
+def test_every_module_is_in_a_tier() -> None:
     top = {module for module in MODULES if "." not in module}
-    assert top == {"__init__", "cli", "files", "extras", "cards"}
-    assert {module.split(".")[0] for module in MODULES if "." in module} == set(LAYERS)
+    assert top == {"__init__", "files", "extras", "cards"}  # support
+    assert {module.split(".")[0] for module in MODULES if "." in module} == FOLDERS
 
 
 @pytest.mark.parametrize(("module", "source", "expected"), [
-    ("engine.mcts", "from connectx_az.training import config\n", "engine is pasted"),
+    ("engine.mcts", "from connectx_az.training import config\n", "not training"),
+    ("engine.mcts", "from connectx_az import files\n", "pasted and imports only pasted tiers"),
     ("engine.solver", "import numba\n", "inside a function or a try"),
     ("engine.solver", "try:\n    import numba\nexcept ImportError:\n    numba = None\n", None),
     ("engine.solver", "def f():\n    import scipy\n", "only the standard library, numpy and"),
-    ("agent.template", "from connectx_az.agent import builder\n", "the writers are not pasted"),
-    ("agent.template", "def f():\n    from connectx_az.evaluation import pons\n", "agent is pasted"),
-    ("agent.builder", "from connectx_az.evaluation import kaggle_io\n", "a writer imports"),
-    ("evaluation.pons", "from connectx_az.training import export\n", "only inside the function"),
-    ("evaluation.pons", "def f():\n    from connectx_az.training import export\n", None),
-    ("training.train", "from connectx_az import cli\n", "only tests import cli"),
-    ("files", "from connectx_az.engine import game\n", "support imports the layers never"),
-    ("cli", "import torch\n", "no third-party package at module level"),
-    ("cli", "from connectx_az.training import train\n", "cli imports the layers lazily"),
+    ("agent.template", "from connectx_az.tools import builder\n", "not tools"),
+    ("agent.template", "def f():\n    from connectx_az.evaluation import grading\n", "not evaluation"),
+    ("benchmarks.pons", "import torch\n", "numpy alone"),
+    ("training.solved", "from connectx_az.evaluation import grading\n", "not evaluation"),
+    ("training.train", "def f():\n    from connectx_az.evaluation import grading\n", "not evaluation"),
+    ("evaluation.grading", "def f():\n    from connectx_az.training import export\n", "not training"),
+    ("evaluation.players", "def f():\n    import torch\n", "never needs torch"),
+    ("evaluation.players", "from connectx_az.benchmarks import pons\n", None),
+    ("tools.builder", "from connectx_az.cli import main\n", "not cli"),
+    ("tools.compare", "from connectx_az.training import export\nfrom connectx_az.evaluation import grading\n", None),
+    ("files", "from connectx_az.engine import game\n", "not engine"),
+    ("files", "import numpy\n", "no other package"),
+    ("cli.main", "import torch\n", "no other package at module level"),
+    ("cli.main", "from connectx_az.training import train\n", "only inside functions"),
+    ("cli.main", "def f():\n    from connectx_az.training import train\n", None),
     ("engine.__init__", "import numpy\n", "an __init__ imports nothing"),
 ])
 def test_a_planted_violation_is_caught(module: str, source: str, expected: str | None) -> None:

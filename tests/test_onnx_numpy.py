@@ -7,12 +7,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from connectx_az.agent import onnx_numpy
+from connectx_az.agent import backends, onnx_numpy
 from connectx_az.training import export
 
 
 def _ort(data: bytes, x: np.ndarray) -> list[np.ndarray]:
-    evaluator = export.OnnxRuntimeEvaluator(data)
+    evaluator = backends.OnnxRuntimeEvaluator(data)
     return evaluator.session.run(None, {evaluator.input_name: x.astype(np.float32)})
 
 
@@ -20,7 +20,7 @@ def test_matches_onnxruntime_fp32(small_onnx):
     data = small_onnx.read_bytes()
     model = onnx_numpy.NumpyOnnxModel(data)
     obs = export.random_positions(64, np.random.default_rng(11))
-    ref_logits, ref_value = export.OnnxRuntimeEvaluator(data).evaluate(obs)
+    ref_logits, ref_value = backends.OnnxRuntimeEvaluator(data).evaluate(obs)
     logits, value = model.evaluate(obs)
     assert logits.shape == (64, 7) and value.shape == (64,)
     assert logits.dtype == np.float32 and value.dtype == np.float32
@@ -42,7 +42,7 @@ def test_matches_onnxruntime_fp16(small_onnx, small_onnx16):
     model16 = onnx_numpy.NumpyOnnxModel(small_onnx16.read_bytes())
     assert model16.has_float16_weights and "Cast" in model16.ops
     logits, value = model16.evaluate(obs)
-    ref_logits, ref_value = export.OnnxRuntimeEvaluator(small_onnx16).evaluate(obs)
+    ref_logits, ref_value = backends.OnnxRuntimeEvaluator(small_onnx16).evaluate(obs)
     assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
     full_logits, full_value = onnx_numpy.NumpyOnnxModel(small_onnx.read_bytes()).evaluate(obs)
     scale = max(1.0, float(np.abs(full_logits).max()))
@@ -67,7 +67,7 @@ def test_wide_heads_with_pooling_match_onnxruntime(wide_onnx, tmp_path):
                                  "value_filters": 4, "value_pool": True, "label": "1x16 p8 v4+pool"}
     obs = export.random_positions(64, np.random.default_rng(13))
     for batch in (obs, obs[:1]):
-        ref_logits, ref_value = export.OnnxRuntimeEvaluator(data).evaluate(batch)
+        ref_logits, ref_value = backends.OnnxRuntimeEvaluator(data).evaluate(batch)
         logits, value = model.evaluate(batch)
         assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
     # and with float16 weights
@@ -75,7 +75,7 @@ def test_wide_heads_with_pooling_match_onnxruntime(wide_onnx, tmp_path):
 
     path16 = tmp_path / "wide16.onnx"
     export.export_onnx(make_small_net(3, **WIDE_HEADS), path16, float16=True)
-    ref_logits, ref_value = export.OnnxRuntimeEvaluator(path16).evaluate(obs)
+    ref_logits, ref_value = backends.OnnxRuntimeEvaluator(path16).evaluate(obs)
     logits, value = onnx_numpy.NumpyOnnxModel(path16.read_bytes()).evaluate(obs)
     assert np.abs(logits - ref_logits).max() <= 1e-4 and np.abs(value - ref_value).max() <= 1e-4
 

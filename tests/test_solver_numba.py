@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from connectx_az.benchmarks import pons
 from connectx_az.engine import game, solver, solver_numba
-from connectx_az.evaluation import pons
 
 SOURCE = Path(__file__).parents[1] / "connectx_az" / "engine" / "solver_numba.py"
 
@@ -91,7 +91,7 @@ def test_fallback_when_numba_imports_but_compile_fails(fresh_compile: None, monk
 def test_pastes_into_a_submission_and_solves() -> None:
     # The builder's own loader, as in submission.py: ``from connectx_az.engine import solver`` is rewritten
     # to the pasted module; with numba the pasted module compiles its own kernel, without it falls back.
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     names = ("game", "solver", "solver_numba")
     sources = [(name, (SOURCE.parent / f"{name}.py").read_text()) for name in names]
@@ -110,7 +110,7 @@ def test_pastes_into_a_submission_and_solves() -> None:
 def test_a_later_copy_of_the_submission_finds_the_kernel_the_process_compiled(fresh_compile: None) -> None:
     # Kaggle executes submission.py again for every game: each execution pastes fresh modules.
     pytest.importorskip("numba")
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     names = ("game", "solver", "solver_numba")
     sources = [(name, (SOURCE.parent / f"{name}.py").read_text()) for name in names]

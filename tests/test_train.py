@@ -338,32 +338,36 @@ def test_the_any_target_is_a_checked_switch() -> None:
 
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:
     from connectx_az.engine import solver
-    from connectx_az.training import solved, train
+    from connectx_az.tools import labeller
+    from connectx_az.training import labels as label_files
+    from connectx_az.training import train
 
     with pytest.raises(ValueError, match="solved_policy needs"):
         config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy=true"])
-    labels, _ = solved.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver())
-    solved.save(tmp_path / "plain.npz", labels)
+    labels, _ = labeller.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver())
+    label_files.save(tmp_path / "plain.npz", labels)
     assert not train.solved_data(tmp_path / "plain.npz").policy.any()
-    with pytest.raises(solved.LabelsError, match="no best moves.*--moves"):
+    with pytest.raises(label_files.LabelsError, match="no best moves.*--moves"):
         train.solved_data(tmp_path / "plain.npz", policy=True)
-    labels, _ = solved.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver(), moves=True)
-    solved.save(tmp_path / "moves.npz", labels)
+    labels, _ = labeller.label(num_positions=3, min_plies=14, max_plies=16, prover=solver.Solver(), moves=True)
+    label_files.save(tmp_path / "moves.npz", labels)
     data = train.solved_data(tmp_path / "moves.npz", policy=True)
     assert np.array_equal(data.policy, labels.policy()) and data.policy.any()
 
 
 def test_solved_max_plies_keeps_the_openings_only(tmp_path: Path) -> None:
     from connectx_az.engine import solver
-    from connectx_az.training import solved, train
+    from connectx_az.tools import labeller
+    from connectx_az.training import labels as label_files
+    from connectx_az.training import train
 
-    short, _ = solved.label(num_positions=3, min_plies=14, max_plies=14, prover=solver.Solver(), seed=1)
-    long, _ = solved.label(num_positions=4, min_plies=17, max_plies=17, prover=solver.Solver(), seed=2)
-    solved.save(tmp_path / "both.npz", solved.concat(short, long))
+    short, _ = labeller.label(num_positions=3, min_plies=14, max_plies=14, prover=solver.Solver(), seed=1)
+    long, _ = labeller.label(num_positions=4, min_plies=17, max_plies=17, prover=solver.Solver(), seed=2)
+    label_files.save(tmp_path / "both.npz", label_files.concat(short, long))
     assert len(train.solved_data(tmp_path / "both.npz")) == 7
     kept = train.solved_data(tmp_path / "both.npz", max_plies=14)
     assert len(kept) == 3 and np.array_equal(kept.obs, short.obs()) and np.array_equal(kept.value, short.result)
-    with pytest.raises(solved.LabelsError, match="no positions of at most 12 plies"):
+    with pytest.raises(label_files.LabelsError, match="no positions of at most 12 plies"):
         train.solved_data(tmp_path / "both.npz", max_plies=12)
     with pytest.raises(ValueError, match="solved_max_plies"):
         config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_max_plies=14"])
@@ -386,10 +390,12 @@ def test_solved_labels_are_checked_before_a_run_starts(tmp_path: Path) -> None:
 
 def test_a_run_trains_on_a_labels_file(tmp_path: Path) -> None:
     from connectx_az.engine import solver
-    from connectx_az.training import solved, train
+    from connectx_az.tools import labeller
+    from connectx_az.training import labels as label_files
+    from connectx_az.training import train
 
-    labels, _ = solved.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
-    solved.save(tmp_path / "labels.npz", labels)
+    labels, _ = labeller.label(num_positions=4, min_plies=14, max_plies=16, prover=solver.Solver())
+    label_files.save(tmp_path / "labels.npz", labels)
     cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=1", "eval_positions=0",
                                                  "train.solved_per_batch=4",
                                                  f"train.solved_labels={tmp_path / 'labels.npz'}"])

@@ -1,16 +1,18 @@
 """The agent's inference backends: onnxruntime where it imports, else the numpy ONNX runtime, else uniform.
 
 Pasted into ``submission.py`` before the agent (``builder``); numpy and the
-standard library only, onnxruntime and torch inside guarded imports.  Every
+standard library only, onnxruntime inside guarded imports.  Every
 evaluator is an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
-float32[M, 7], value float32[M])``, side to move.  ``export.OnnxRuntimeEvaluator``
-builds on ``OrtEvaluator``.
+float32[M, 7], value float32[M])``, side to move.  ``OnnxRuntimeEvaluator`` (a model
+from a file or bytes, its errors named: ``ModelError``) is what grading, the arena and the export's
+parity check run; it needs onnxruntime but not torch.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import numpy as np
 
@@ -113,3 +115,35 @@ def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
             continue
         return evaluator, backend, "; ".join(errors)
     return UniformEvaluator(), "uniform", "; ".join(errors)
+
+
+def read_model(source: str | Path | bytes) -> tuple[bytes, str]:
+    """Model bytes and a name for messages; a missing file raises ``FileNotFoundError``."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), f"<{len(source)} bytes>"
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"ONNX model {path} does not exist")
+    return path.read_bytes(), str(path)
+
+
+class ModelError(ValueError):
+    """A file that onnxruntime cannot load as a model (corrupt, empty, not ONNX)."""
+
+
+class OnnxRuntimeEvaluator(OrtEvaluator):
+    """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
+
+    Raises ``FileNotFoundError`` for a missing file, ``ImportError`` without
+    onnxruntime, and ``ModelError`` (a ``ValueError``) when onnxruntime cannot
+    load the model.
+    """
+
+    def __init__(self, source: str | Path | bytes) -> None:
+        data, name = read_model(source)
+        try:
+            super().__init__(data)
+        except ImportError:
+            raise
+        except Exception as exc:  # onnxruntime raises its own exception types for bad models
+            raise ModelError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc

@@ -137,7 +137,7 @@ def model_player(onnx_path: str | Path, simulations: int, *, num_parallel: int =
     network call, as in the Kaggle agent).  Raises ``FileNotFoundError`` or
     ``ValueError`` when the model cannot be loaded.
     """
-    from connectx_az.training.export import OnnxRuntimeEvaluator
+    from connectx_az.agent.backends import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(onnx_path)
     config = mcts.SearchConfig(num_simulations=simulations, num_parallel=max(1, min(num_parallel, simulations)))

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from connectx_az.benchmarks import pons
 from connectx_az.engine import game
-from connectx_az.evaluation import pons
+from connectx_az.evaluation import grading
 
 
 class ReportError(ValueError):
@@ -74,7 +75,7 @@ def pons_rows(table: dict[str, list[Any]], control: dict[str, list[Any]]) -> dic
     rows = {mode: {r.name: grade_cell(r) for r in results} for mode, results in table.items()}
     for mode, results in control.items():
         for mine, theirs in zip(table[mode], results, strict=True):
-            paired = pons.compare(mine, theirs)
+            paired = grading.compare(mine, theirs)
             rows[mode][mine.name].update(control=grade_cell(theirs), only_this_right=paired.only_first,
                                          only_control_right=paired.only_second)
     return rows
@@ -92,7 +93,8 @@ def grades_table(rows: dict[str, dict], compare: str | None) -> list[str]:
             paired = (f"+{row[n]['only_this_right']} -{row[n]['only_control_right']}" for n in names)
             lines.append(f"{'  paired':<{width}}" + "".join(f"{cell:>16}" for cell in paired))
     lines.append("cells: mistake rate / strict mistake rate, or for value* the value head's W/D/L accuracy "
-                 f"(v > {pons.WDL_THRESHOLD:.3g} win, v < -{pons.WDL_THRESHOLD:.3g} loss, else draw; side to move)")
+                 f"(v > {grading.WDL_THRESHOLD:.3g} win, v < -{grading.WDL_THRESHOLD:.3g} loss, else draw; "
+                 "side to move)")
     if any(mode.split(":")[-1] == "value" for mode in rows):
         lines.append("value: the set's positions (Begin-Hard: all of the raw file, results only); value_children: "
                      "the positions after each legal move of the annotated positions (moves that end the game left "
@@ -153,7 +155,7 @@ def graded_mode(spec: str) -> tuple[str, dict]:
 
 
 def paired_table(label_a: str, label_b: str, counts: dict[str, dict[str, int]]) -> list[str]:
-    """The table of ``eval paired`` (``pons.paired``'s counts per set)."""
+    """The table of ``eval paired`` (``grading.paired``'s counts per set)."""
     lines = [f"a: {label_a}", f"b: {label_b}",
              f"{'set':<15}{'n':>6}{'a wrong':>9}{'b wrong':>9}{'only a':>8}{'only b':>8}{'both':>6}"]
     for name, c in counts.items():
@@ -179,11 +181,11 @@ def value_json(graded: dict[str, list[Any]]) -> dict[str, dict[str, dict[str, An
 
 
 def value_table(graded: dict[str, list[Any]], bands: Sequence[float]) -> list[str]:
-    """The table of ``eval value``: a row per model and set (``pons.value_calibrations``)."""
+    """The table of ``eval value``: a row per model and set (``grading.value_calibrations``)."""
     width = max(len(label) for label in graded) + 2
     heads = "".join(f"{'±' + format(b, '.3g'):>8}" for b in bands)
     lines = [f"{'model':<{width}}{'set':<15}{'n':>6}{heads}{'sign':>8}   mean value (true L/D/W)   "
-             f"true L, D, W read as L/D/W at ±{pons.WDL_THRESHOLD:.3g}"]
+             f"true L, D, W read as L/D/W at ±{grading.WDL_THRESHOLD:.3g}"]
     for label, cals in graded.items():
         for c in cals:
             accs = "".join(f"{100 * a:>7.1f}%" for _, a in c.band_accuracy)
@@ -192,7 +194,7 @@ def value_table(graded: dict[str, list[Any]], bands: Sequence[float]) -> list[st
             confusion = ", ".join("/".join(str(k) for k in row) for row in c.confusion)
             lines.append(f"{label:<{width}}{c.name:<15}{c.num_positions:>6}{accs}{sign}   {means:<26}{confusion}")
     lines.append("±b: W/D/L accuracy reading v > b as a win, v < -b as a loss, else a draw (side to move; "
-                 f"±{pons.WDL_THRESHOLD:.3g} is `eval pons`'s value row); sign: the value's sign right on the "
+                 f"±{grading.WDL_THRESHOLD:.3g} is `eval pons`'s value row); sign: the value's sign right on the "
                  "decisive positions")
     return lines
 

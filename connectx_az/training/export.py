@@ -185,7 +185,7 @@ def export_onnx(
                 raise ExportError(f"the numpy runtime differs from torch by {numpy_diff:.3g} (> {tolerance:g}) "
                                   f"on {num_positions} positions; {path} was not written")
         else:
-            onnxrt = OnnxRuntimeEvaluator(data).evaluate(obs)
+            onnxrt = backends.OnnxRuntimeEvaluator(data).evaluate(obs)
             diff = _max_diff(reference, onnxrt)
             if not diff <= tolerance:
                 raise ExportError(f"onnxruntime differs from torch by {diff:.3g} (> {tolerance:g}) on "
@@ -200,38 +200,6 @@ def export_onnx(
         numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
         net_label=net.config.label,
     )
-
-
-def _read_model(source: str | Path | bytes) -> tuple[bytes, str]:
-    """Model bytes and a name for messages; a missing file raises ``FileNotFoundError``."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), f"<{len(source)} bytes>"
-    path = Path(source)
-    if not path.is_file():
-        raise FileNotFoundError(f"ONNX model {path} does not exist")
-    return path.read_bytes(), str(path)
-
-
-class ModelError(ValueError):
-    """A file that onnxruntime cannot load as a model (corrupt, empty, not ONNX)."""
-
-
-class OnnxRuntimeEvaluator(backends.OrtEvaluator):
-    """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
-
-    Raises ``FileNotFoundError`` for a missing file, ``ImportError`` without
-    onnxruntime, and ``ModelError`` (a ``ValueError``) when onnxruntime cannot
-    load the model.
-    """
-
-    def __init__(self, source: str | Path | bytes) -> None:
-        data, name = _read_model(source)
-        try:
-            super().__init__(data)
-        except ImportError:
-            raise
-        except Exception as exc:  # onnxruntime raises its own exception types for bad models
-            raise ModelError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
 
 
 def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Path,
@@ -258,7 +226,7 @@ def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     The net shape comes from the stored net config when present, else from the
     graph.  Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
     """
-    data, _ = _read_model(path)
+    data, _ = backends.read_model(path)
     model = onnx_numpy.NumpyOnnxModel(data)
     net = model.net_shape()
     stored = model.metadata.get(NET_CONFIG_KEY)

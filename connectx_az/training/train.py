@@ -123,7 +123,7 @@ def solved_data(path: str | Path, *, policy: bool = False, max_plies: int = 0) -
     """A labels file (``solved.load``) as training rows: the proven result as value target, and with
     ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without).
     ``max_plies`` > 0 keeps the positions of at most that many plies only."""
-    from connectx_az.training import solved
+    from connectx_az.training import labels as solved
 
     labels = solved.load(path)
     if max_plies > 0:
@@ -342,7 +342,7 @@ def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
     """Raw-policy mistake rates on a few Pons positions per set (cheap, every generation)."""
     if config.eval_positions <= 0:
         return {}
-    from connectx_az.evaluation import pons
+    from connectx_az.benchmarks import pons
 
     return pons.policy_mistake_rates(evaluator, limit=config.eval_positions)
 

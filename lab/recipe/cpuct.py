@@ -4,9 +4,9 @@ import json
 import sys
 import time
 
+from connectx_az.agent.backends import OnnxRuntimeEvaluator
+from connectx_az.benchmarks import pons
 from connectx_az.engine import mcts
-from connectx_az.evaluation import pons
-from connectx_az.training.export import OnnxRuntimeEvaluator
 
 evaluators = {name: OnnxRuntimeEvaluator(path) for name, path in (arg.split("=", 1) for arg in sys.argv[2:])}
 out = {}

@@ -3,13 +3,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from connectx_az.benchmarks import pons
 from connectx_az.engine import game, solver
-from connectx_az.evaluation import pons
-from connectx_az.training import solved
+from connectx_az.tools import labeller
+from connectx_az.training import labels as label_files
 
 
-def _label(n: int, **kwargs) -> tuple[solved.Labels, solved.LabelStats]:
-    return solved.label(num_positions=n, min_plies=14, max_plies=16, prover=solver.Solver(), **kwargs)
+def _label(n: int, **kwargs) -> tuple[label_files.Labels, labeller.LabelStats]:
+    return labeller.label(num_positions=n, min_plies=14, max_plies=16, prover=solver.Solver(), **kwargs)
 
 
 def test_label_keeps_proven_random_positions_with_their_true_results() -> None:
@@ -34,7 +35,7 @@ def test_label_never_keeps_an_excluded_or_repeated_position() -> None:
 
 
 def test_benchmark_keys_hold_the_pons_positions_and_their_children() -> None:
-    keys = solved.benchmark_keys()
+    keys = pons.benchmark_keys()
     p = pons.load_set("Begin-Easy")[0]
     position, mask = pons.position_of(p)
     assert (position, mask) in keys
@@ -45,35 +46,35 @@ def test_benchmark_keys_hold_the_pons_positions_and_their_children() -> None:
 
 def test_labels_survive_a_round_trip_and_concat_keeps_each_position_once(tmp_path: Path) -> None:
     labels, _ = _label(6, seed=7)
-    path = solved.save(tmp_path / "labels.npz", labels)
-    back = solved.load(path)
-    assert all(np.array_equal(getattr(back, f), getattr(labels, f)) for f in solved.FIELDS)
-    both = solved.concat(labels, back, solved.empty())
+    path = label_files.save(tmp_path / "labels.npz", labels)
+    back = label_files.load(path)
+    assert all(np.array_equal(getattr(back, f), getattr(labels, f)) for f in label_files.FIELDS)
+    both = label_files.concat(labels, back, label_files.empty())
     assert len(both) == 6 and both.keys() == labels.keys()
-    assert solved.empty().obs().shape == (0, 2, game.ROWS, game.COLS)
+    assert label_files.empty().obs().shape == (0, 2, game.ROWS, game.COLS)
 
 
 def test_bad_labels_files_give_one_line_errors(tmp_path: Path) -> None:
-    with pytest.raises(solved.LabelsError, match="does not exist"):
-        solved.load(tmp_path / "none.npz")
+    with pytest.raises(label_files.LabelsError, match="does not exist"):
+        label_files.load(tmp_path / "none.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
-    with pytest.raises(solved.LabelsError, match="not a labels file"):
-        solved.load(tmp_path / "junk.npz")
+    with pytest.raises(label_files.LabelsError, match="not a labels file"):
+        label_files.load(tmp_path / "junk.npz")
     np.savez(tmp_path / "bad.npz", position=np.zeros(2, np.uint64), mask=np.zeros(2, np.uint64),
              plies=np.zeros(2, np.int8), result=np.array([1, 5], np.int8))
-    with pytest.raises(solved.LabelsError, match="results must be"):
-        solved.load(tmp_path / "bad.npz")
+    with pytest.raises(label_files.LabelsError, match="results must be"):
+        label_files.load(tmp_path / "bad.npz")
     np.savez(tmp_path / "odd.npz", position=np.array([3], np.uint64), mask=np.array([1], np.uint64),
              plies=np.zeros(1, np.int8), result=np.zeros(1, np.int8))
-    with pytest.raises(solved.LabelsError, match="outside its mask"):
-        solved.load(tmp_path / "odd.npz")
+    with pytest.raises(label_files.LabelsError, match="outside its mask"):
+        label_files.load(tmp_path / "odd.npz")
 
 
 def test_label_needs_a_stopping_rule_and_sane_plies() -> None:
     with pytest.raises(ValueError, match="num_positions or seconds"):
-        solved.label(prover=solver.Solver())
+        labeller.label(prover=solver.Solver())
     with pytest.raises(ValueError, match="plies"):
-        solved.label(num_positions=1, min_plies=10, max_plies=5, prover=solver.Solver())
+        labeller.label(num_positions=1, min_plies=10, max_plies=5, prover=solver.Solver())
 
 
 def test_label_with_moves_marks_exactly_the_moves_that_keep_the_result() -> None:
@@ -97,29 +98,29 @@ def test_add_moves_gives_an_older_file_its_best_moves(tmp_path: Path) -> None:
     with_moves, _ = _label(8, seed=11, moves=True)
     older = tmp_path / "older.npz"  # written before ``best`` existed
     np.savez(older, **{name: getattr(with_moves, name) for name in ("position", "mask", "plies", "result")})
-    plain = solved.load(older)
+    plain = label_files.load(older)
     assert not plain.best.any() and not plain.policy().any()
-    none_yet, stats = solved.add_moves(plain, seconds=0, prover=solver.Solver())
+    none_yet, stats = labeller.add_moves(plain, seconds=0, prover=solver.Solver())
     assert stats.tried == 0 and not none_yet.best.any()
-    filled, stats = solved.add_moves(plain, prover=solver.Solver())
+    filled, stats = labeller.add_moves(plain, prover=solver.Solver())
     assert np.array_equal(filled.best, with_moves.best) and stats.with_moves == int(np.sum(plain.result >= 0))
-    again, stats = solved.add_moves(filled, prover=solver.Solver())
+    again, stats = labeller.add_moves(filled, prover=solver.Solver())
     assert stats.tried == 0 and np.array_equal(again.best, filled.best)
 
 
 def test_moves_not_proven_in_budget_are_marked_and_not_sought_again(tmp_path: Path) -> None:
     plain, _ = _label(8, seed=11)
-    marked, stats = solved.add_moves(plain, max_nodes=1, prover=solver.Solver())
+    marked, stats = labeller.add_moves(plain, max_nodes=1, prover=solver.Solver())
     sought = plain.result >= 0
     assert stats.tried == stats.unproven == int(sought.sum()) > 0 and stats.with_moves == 0
-    assert np.all(marked.best[sought] == solved.UNPROVEN_MOVES) and np.all(marked.best[~sought] == 0)
+    assert np.all(marked.best[sought] == label_files.UNPROVEN_MOVES) and np.all(marked.best[~sought] == 0)
     assert not marked.has_moves().any() and not marked.lacks_moves().any() and not marked.policy().any()
-    solved.save(tmp_path / "marked.npz", marked)
-    again, stats = solved.add_moves(solved.load(tmp_path / "marked.npz"), prover=solver.Solver())
+    label_files.save(tmp_path / "marked.npz", marked)
+    again, stats = labeller.add_moves(label_files.load(tmp_path / "marked.npz"), prover=solver.Solver())
     assert stats.tried == 0 and np.array_equal(again.best, marked.best)
     # retried on request, with this call's (bigger) budget: the moves of a file labelled with them
     assert np.array_equal(marked.moves_to_seek(retry_unproven=True), sought)
-    retried, stats = solved.add_moves(marked, prover=solver.Solver(), retry_unproven=True)
+    retried, stats = labeller.add_moves(marked, prover=solver.Solver(), retry_unproven=True)
     assert stats.tried == stats.with_moves == int(sought.sum()) and stats.unproven == 0
     assert np.array_equal(retried.best, _label(8, seed=11, moves=True)[0].best)
     assert not retried.moves_to_seek(retry_unproven=True).any()
@@ -128,36 +129,36 @@ def test_moves_not_proven_in_budget_are_marked_and_not_sought_again(tmp_path: Pa
         def move_scores(self, *args, **kwargs) -> None:
             return None
 
-    fresh, stats = solved.label(num_positions=6, min_plies=14, max_plies=16, moves=True, seed=5, prover=NoMoves())
+    fresh, stats = labeller.label(num_positions=6, min_plies=14, max_plies=16, moves=True, seed=5, prover=NoMoves())
     won_or_drawn = fresh.result >= 0
     assert won_or_drawn.any() and stats.with_moves == 0 and not fresh.has_moves().any()
-    assert np.all(fresh.best[won_or_drawn] == solved.UNPROVEN_MOVES) and np.all(fresh.best[~won_or_drawn] == 0)
+    assert np.all(fresh.best[won_or_drawn] == label_files.UNPROVEN_MOVES) and np.all(fresh.best[~won_or_drawn] == 0)
 
 
 def test_best_moves_outside_the_board_are_refused(tmp_path: Path) -> None:
     labels, _ = _label(2, seed=13)
-    np.savez(tmp_path / "wide.npz", **{name: getattr(labels, name) for name in solved.FIELDS if name != "best"},
-             best=np.array([1, solved.UNPROVEN_MOVES | 1], np.uint8))
-    with pytest.raises(solved.LabelsError, match="bitmask of the 7 columns"):
-        solved.load(tmp_path / "wide.npz")
+    np.savez(tmp_path / "wide.npz", **{name: getattr(labels, name) for name in label_files.FIELDS if name != "best"},
+             best=np.array([1, label_files.UNPROVEN_MOVES | 1], np.uint8))
+    with pytest.raises(label_files.LabelsError, match="bitmask of the 7 columns"):
+        label_files.load(tmp_path / "wide.npz")
 
 
 def test_workers_prove_in_their_own_processes_and_give_the_labels_of_one() -> None:
     import os
 
-    def label(workers: int) -> tuple[solved.Labels, solved.LabelStats]:  # deep positions: quick proofs
-        return solved.label(num_positions=5, min_plies=22, max_plies=24, prover=solver.Solver(), moves=True,
+    def label(workers: int) -> tuple[label_files.Labels, labeller.LabelStats]:  # deep positions: quick proofs
+        return labeller.label(num_positions=5, min_plies=22, max_plies=24, prover=solver.Solver(), moves=True,
                             seed=7, workers=workers)
 
     one, stats_one = label(1)
     two, stats_two = label(2)
     assert len(one) == 5 and one.has_moves().any()
-    for name in solved.FIELDS:
+    for name in label_files.FIELDS:
         assert np.array_equal(getattr(one, name), getattr(two, name)), name
     assert (stats_two.kept, stats_two.tried, stats_two.with_moves) == (stats_one.kept, stats_one.tried,
                                                                       stats_one.with_moves)
-    plain = solved.Labels(one.position, one.mask, one.plies, one.result, np.zeros(len(one), np.uint8))
-    filled, stats = solved.add_moves(plain, prover=solver.Solver(), workers=2)
+    plain = label_files.Labels(one.position, one.mask, one.plies, one.result, np.zeros(len(one), np.uint8))
+    filled, stats = labeller.add_moves(plain, prover=solver.Solver(), workers=2)
     assert np.array_equal(filled.best, one.best) and stats.tried == int(np.sum(one.result >= 0))
 
     class Where(solver.Solver):  # answers with the id of the process that proved the position
@@ -165,9 +166,9 @@ def test_workers_prove_in_their_own_processes_and_give_the_labels_of_one() -> No
             return os.getpid()
 
     tasks = (((i,), (1, 1, None, False, 10)) for i in range(40))  # the proofs are drawn lazily
-    answers = list(solved.proofs(tasks, Where(), workers=2))
+    answers = list(labeller.proofs(tasks, Where(), workers=2))
     assert [key for key, _ in answers] == [(i,) for i in range(40)]
     pids = {result for _, (result, _) in answers}
     assert len(pids) >= 1 and os.getpid() not in pids
     with pytest.raises(ValueError, match="workers must be >= 1"):
-        list(solved.proofs(iter(()), Where(), workers=0))
+        list(labeller.proofs(iter(()), Where(), workers=0))

@@ -5,10 +5,9 @@
 1. a header comment: model sha256, net shape, file sizes, caller's metadata;
 2. ``import`` lines (standard library only), the base64 model with its sha256,
    and the base64 opening book (``book.py``'s file; ``""`` with ``book_path=None``);
-3. each module's source **verbatim** as a raw string literal: ``engine/game.py``,
-   ``engine/book.py``, ``engine/mcts.py``, ``engine/solver.py``, ``engine/solver_numba.py``,
-   ``agent/onnx_numpy.py``, ``agent/fallback.py``, ``agent/backends.py``,
-   ``agent/template.py``, read from disk at build time, never from a hand-kept copy;
+3. the source of every module of ``engine/`` and ``agent/`` (``pasted_modules``: the folders, in
+   load order) **verbatim** as a raw string literal, read from disk at build time, never from a
+   hand-kept copy;
 4. a small loader (``_LOADER`` below) that executes each source in a fresh
    module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
    (so ``dataclasses`` finds it; the real package name is never used),
@@ -26,7 +25,7 @@ central open column.  The builder refuses (``BuildError``, one line) a missing
 or corrupt model, a model that ``NumpyOnnxModel`` cannot run, a book that is
 missing, truncated, corrupt or built for another board (``book.decode``), sources that
 import anything beyond the standard library, numpy and the optional packages
-(``_OPTIONAL_IMPORTS``: only inside a function or ``try``, never at a module's
+(``OPTIONAL_IMPORTS``: only inside a function or ``try``, never at a module's
 top level), an unwritable output folder, and a file over ``MAX_BYTES``.  Output
 is written atomically.
 """
@@ -50,24 +49,47 @@ from connectx_az.engine import book
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: the opening book shipped with the package (``connectx-az book`` writes one; ``data/book/README.md``)
 DEFAULT_BOOK = PACKAGE_DIR / "data" / "book" / "book.bin"
-#: (module name, path relative to the package) in load order; each may import only earlier ones
-MODULES = (
-    ("game", "engine/game.py"),
-    ("book", "engine/book.py"),
-    ("mcts", "engine/mcts.py"),
-    ("solver", "engine/solver.py"),
-    ("solver_numba", "engine/solver_numba.py"),
-    ("onnx_numpy", "agent/onnx_numpy.py"),
-    ("fallback", "agent/fallback.py"),
-    ("backends", "agent/backends.py"),
-    ("template", "agent/template.py"),
-)
+#: the pasted folders, in load order: every module of each (``pasted_modules``)
+PASTED = ("engine", "agent")
 OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
 #: packages Kaggle's image may lack: imported only where their absence is caught
-_OPTIONAL_IMPORTS = frozenset({"onnxruntime", "torch", "numba"})
-_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | _OPTIONAL_IMPORTS
+OPTIONAL_IMPORTS = frozenset({"onnxruntime", "numba"})
+_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | OPTIONAL_IMPORTS
+
+
+def pasted_modules() -> list[tuple[str, str]]:
+    """``(module name, path relative to the package)`` of every module of the ``PASTED`` folders, in load order.
+
+    Folder by folder, each module after those it imports from its own folder (a depth-first walk in name
+    order), so each imports only modules loaded before it.  Raises ``BuildError`` for two modules of one
+    name or an import cycle.
+    """
+    order: dict[str, str] = {}
+    for folder in PASTED:
+        paths = {p.stem: p for p in sorted((PACKAGE_DIR / folder).glob("*.py")) if p.stem != "__init__"}
+        for name in paths:
+            if name in order:
+                raise BuildError(f"{folder}/{name}.py and {order[name]} share a name; each pasted module needs its own")
+        for name in paths:
+            _visit(name, folder, paths, order, set())
+    return list(order.items())
+
+
+def _visit(name: str, folder: str, paths: dict[str, Path], order: dict[str, str], visiting: set[str]) -> None:
+    """Add ``name`` to ``order`` after the modules of ``folder`` that it imports (``pasted_modules``)."""
+    if name in order:
+        return
+    if name in visiting:
+        raise BuildError(f"{folder}/{name}.py is in an import cycle")
+    visiting.add(name)
+    for node in ast.walk(ast.parse(paths[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == f"connectx_az.{folder}":
+            for alias in node.names:
+                if alias.name in paths:
+                    _visit(alias.name, folder, paths, order, visiting)
+    order[name] = f"{folder}/{name}.py"
 
 
 class BuildError(RuntimeError):
@@ -189,7 +211,7 @@ def _check_source(name: str, source: str, rewrite) -> None:
             if root not in _ALLOWED_IMPORTS:
                 raise BuildError(f"{name}: line {node.lineno} imports {root!r}; the submission may use "
                                  "only the standard library and numpy")
-            if root in _OPTIONAL_IMPORTS and id(node) in top_level:
+            if root in OPTIONAL_IMPORTS and id(node) in top_level:
                 raise BuildError(f"{name}: line {node.lineno} imports {root!r} at the top level; Kaggle may "
                                  "lack it, so import it inside a function or a try block")
 
@@ -265,8 +287,9 @@ def build_submission(
         raise BuildError(f"output folder {out_path.parent} is not writable; choose another --out")
 
     rewrite = _loader_namespace()["_rewrite_imports"]
+    modules = pasted_modules()
     sources = []
-    for name, rel in MODULES:
+    for name, rel in modules:
         path = PACKAGE_DIR / rel
         if not path.is_file():
             raise BuildError(f"package source {path} is missing")
@@ -283,13 +306,13 @@ def build_submission(
     book_line = (f"# book: {book_entries} positions, {len(book_data)} bytes, sha256 "
                  f"{hashlib.sha256(book_data).hexdigest()}\n" if book_data else "# book: none\n")
     parts = [
-        "# ConnectX agent built by connectx_az.agent.builder: AlphaZero MCTS over an embedded ONNX net.\n",
+        "# ConnectX agent built by connectx_az.tools.builder: AlphaZero MCTS over an embedded ONNX net.\n",
         "# Generated file; edit the package sources, then rebuild.\n",
         f"# model sha256: {sha256}\n",
         f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
         f"float16 weights: {model.has_float16_weights}\n",
         book_line,
-        f"# sources: {', '.join(rel for _, rel in MODULES)}\n",
+        f"# sources: {', '.join(rel for _, rel in modules)}\n",
         f"# metadata: {meta}\n",
         "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
         "_T_START = time.perf_counter()\n",
@@ -302,7 +325,7 @@ def build_submission(
         "_SOURCES = []\n",
     ]
     for name, source in sources:
-        parts.append(f"\n# ---- connectx_az/{dict(MODULES)[name]} (verbatim) ----\n")
+        parts.append(f"\n# ---- connectx_az/{dict(modules)[name]} (verbatim) ----\n")
         parts.append(f"_SOURCES.append(({name!r}, {_literal(source, name)}))\n")
     parts.append(_LOADER)
     parts.append(_TAIL.format(optional=sorted(OPTIONAL_MODULES)))

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import extras, files
-from connectx_az.evaluation import pons
+from connectx_az.benchmarks import pons
+from connectx_az.evaluation import grading
 
 RUNTIMES = ("kaggle", "numpy")
 #: a set counts as worse only where the one-sided sign test on its discordant positions gives p below this
@@ -95,7 +96,7 @@ def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[st
     graded on different positions raises ``CompareError``.
     """
     try:
-        counts = pons.paired(candidate, shipped)
+        counts = grading.paired(candidate, shipped)
     except ValueError as exc:
         raise CompareError(f"the two files were graded on different positions ({exc})") from None
     return {name: {"n": c["n"], "candidate": c["only_a"] + c["both"], "shipped": c["only_b"] + c["both"],
@@ -122,7 +123,7 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
     built ``submission.py`` (used as it is; its embedded model is written to ``NAME.onnx``).  A file already built
     in ``out_dir`` is kept (a resumed compare).
     """
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     path = Path(source)
     submission, model = out_dir / f"{name}.py", out_dir / f"{name}.onnx"

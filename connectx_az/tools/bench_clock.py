@@ -150,7 +150,7 @@ def bench_clock(model: str | Path, *, act_timeout: float = 0.25, num_games: int 
     """
     import importlib.util
 
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     cpu = last_cpu()
     has_numba = importlib.util.find_spec("numba") is not None

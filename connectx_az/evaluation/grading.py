@@ -1,186 +1,44 @@
-"""Pascal Pons' Connect Four benchmark sets, with every move's exact score, and grading against them.
+"""Grading a network or a built file against the Pons sets (``benchmarks.pons``): ``eval pons``'s work.
 
-The files live in the package data folder ``connectx_az/data/pons/`` (its README gives the
-format).  Scores are Pons' scores for the side to move: winning with one's own k-th stone scores
-``22 - k``, ``0`` is a draw, a loss is negative.  Columns here are 0-based (``col``); the files'
-move strings are 1-based, as Pons writes them.
-
-``grade`` scores chosen columns against a set; ``grade_sets`` runs any chooser (positions ->
-columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
-per-generation signal of training), ``search_mistake_rates`` MCTS at a fixed simulation count, and
-``submissions_mistake_rates`` built ``submission.py`` files under the Kaggle clock; ``grade_model``
-is ``eval pons``'s grading of a network (raw policy, MCTS, value head).
-
-``value_accuracy`` grades a network's value head instead: its W/D/L class (``wdl_class``: above
-1/3 a win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each
-set's positions (``load_results``: for Begin-Hard all 1,000 of the raw file, which gives results
+``value_accuracy`` grades a network's value head: its W/D/L class (``wdl_class``: above 1/3 a
+win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each set's
+positions (``pons.load_results``: for Begin-Hard all 1,000 of the raw file, which gives results
 only) or on the positions one move after them (``child_results``: the annotated positions only).
 Each result keeps which positions it got right, for paired comparisons of two models
 (``compare``).  ``value_calibration`` says why a class is wrong: the confusion of classes, the mean
 value of each true result, the accuracy at narrower draw bands, and how often the value's sign is
 right where the result is decisive.
+
+``grade_model`` is ``eval pons``'s grading of a network (raw policy, MCTS, value head) and
+``submissions_mistake_rates`` grades built ``submission.py`` files under the Kaggle clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from connectx_az.benchmarks.pons import (
+    SETS,
+    PonsPosition,
+    SetResult,
+    choose_policy,
+    grade,
+    grade_sets,
+    load_results,
+    load_set,
+    position_of,
+    search_mistake_rates,
+    sign,
+)
 from connectx_az.engine import game, mcts
 from connectx_az.evaluation import kaggle_io
 
-#: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
-SETS = {
-    "End-Easy": "Test_L3_R1.txt",
-    "Middle-Easy": "Test_L2_R1.txt",
-    "Middle-Medium": "Test_L2_R2.txt",
-    "Begin-Easy": "Test_L1_R1.txt",
-    "Begin-Medium": "Test_L1_R2.txt",
-    "Begin-Hard": "Test_L1_R3.partial.txt",
-}
-#: set name -> file with every position's result alone (``MOVES SCORE``), where ``SETS`` is partial
-RESULT_FILES = {"Begin-Hard": "raw/Test_L1_R3"}
 #: a value above this is read as a win, below its negative as a loss, in between as a draw
 WDL_THRESHOLD = 1 / 3
-
-
-def _sign(x: int) -> int:
-    return (x > 0) - (x < 0)
-
-
-@dataclass(frozen=True)
-class PonsPosition:
-    """One benchmark line: ``moves`` (1-based columns from the empty board), the position's
-    ``score`` and ``move_scores[col]`` for each of the 7 columns (``None`` where full), all for the
-    side to move."""
-
-    moves: str
-    score: int
-    move_scores: tuple[int | None, ...]
-
-    @property
-    def num_plies(self) -> int:
-        """Stones already on the board."""
-        return len(self.moves)
-
-    @property
-    def result(self) -> int:
-        """``+1`` won, ``0`` drawn, ``-1`` lost for the side to move under perfect play."""
-        return _sign(self.score)
-
-    @property
-    def best_cols(self) -> tuple[int, ...]:
-        """Columns (0-based) whose score equals the position's score."""
-        return tuple(c for c, s in enumerate(self.move_scores) if s == self.score)
-
-
-def _parse(line: str) -> PonsPosition:
-    fields = line.split()
-    if len(fields) != 2 + game.COLS:
-        raise ValueError(f"expected MOVES SCORE and {game.COLS} move scores, got {line!r}")
-    scores = tuple(None if f == "X" else int(f) for f in fields[2:])
-    return PonsPosition(fields[0], int(fields[1]), scores)
-
-
-def _lines(file: str) -> list[str]:
-    path = resources.files("connectx_az") / "data" / "pons" / file
-    return [line for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
-
-
-def _check_name(name: str) -> None:
-    if name not in SETS:
-        raise ValueError(f"unknown Pons set {name!r}; valid sets: {', '.join(SETS)}")
-
-
-def load_set(name: str, *, limit: int | None = None) -> list[PonsPosition]:
-    """The positions of set ``name`` (a key of ``SETS``), in file order, at most ``limit``.
-
-    Raises ``ValueError`` for an unknown name.
-    """
-    _check_name(name)
-    return [_parse(line) for line in _lines(SETS[name])[:limit]]
-
-
-def load_results(name: str, *, limit: int | None = None) -> list[tuple[str, int]]:
-    """``(moves, result)`` of every position of set ``name``, in file order, at most ``limit``.
-
-    ``result`` is +1/0/-1 for the side to move under perfect play.  For a set
-    whose annotated file is partial (``RESULT_FILES``: Begin-Hard) this reads
-    the file of results alone, which holds all its positions.  Raises
-    ``ValueError`` for an unknown name or a malformed line.
-    """
-    _check_name(name)
-    if name not in RESULT_FILES:
-        return [(p.moves, p.result) for p in load_set(name, limit=limit)]
-    results = []
-    for line in _lines(RESULT_FILES[name])[:limit]:
-        fields = line.split()
-        if len(fields) != 2:
-            raise ValueError(f"expected MOVES SCORE, got {line!r}")
-        results.append((fields[0], _sign(int(fields[1]))))
-    return results
-
-
-def position_of(p: PonsPosition) -> tuple[int, int]:
-    """``(position, mask)`` bitboards of the benchmark position (side to move's stones first)."""
-    return game.from_moves(p.moves)
-
-
-def _played_score(p: PonsPosition, col: int) -> int:
-    if not 0 <= col < game.COLS or p.move_scores[col] is None:
-        raise ValueError(f"column {col} is not a legal move in position {p.moves}")
-    return p.move_scores[col]
-
-
-def is_mistake(p: PonsPosition, col: int) -> bool:
-    """True if playing ``col`` (0-based) throws away a win or turns a draw into a loss."""
-    return _sign(_played_score(p, col)) < p.result
-
-
-def is_strict_mistake(p: PonsPosition, col: int) -> bool:
-    """True if ``col`` scores below the best move (a slower win or a faster loss counts too)."""
-    return _played_score(p, col) < p.score
-
-
-@dataclass
-class SetResult:
-    """How many of a set's positions an agent answered with a (strict) mistake.
-
-    ``is_mistake`` says which, position by position in file order (for ``compare``).
-    """
-
-    name: str
-    num_positions: int
-    num_mistakes: int
-    num_strict_mistakes: int
-    is_mistake: tuple[bool, ...] = field(default=(), compare=False, repr=False)
-
-    @property
-    def mistake_rate(self) -> float:
-        return self.num_mistakes / self.num_positions if self.num_positions else 0.0
-
-    @property
-    def strict_rate(self) -> float:
-        return self.num_strict_mistakes / self.num_positions if self.num_positions else 0.0
-
-
-def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> SetResult:
-    """Grade one chosen column (0-based) per position.  Raises ``ValueError`` on a length
-    mismatch or an illegal column."""
-    if len(positions) != len(cols):
-        raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
-    mistakes = tuple(is_mistake(p, c) for p, c in zip(positions, cols, strict=True))
-    return SetResult(
-        name,
-        len(positions),
-        sum(mistakes),
-        sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
-        mistakes,
-    )
 
 
 @dataclass
@@ -219,7 +77,7 @@ def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int
                 continue
             child = game.play(position, mask, col)
             if game.outcome(*child) is None:
-                children.append((*child, -_sign(score)))
+                children.append((*child, -sign(score)))
     return children
 
 
@@ -370,58 +228,6 @@ def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
         out[name] = {"n": a[name]["n"], "only_a": len(wrong_a - wrong_b), "only_b": len(wrong_b - wrong_a),
                      "both": len(wrong_a & wrong_b)}
     return out
-
-
-# --------------------------------------------------------------------------- grading agents
-
-
-def choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
-    """Raw-policy argmax over legal columns for each position."""
-    p = np.array([x[0] for x in positions], np.uint64)
-    m = np.array([x[1] for x in positions], np.uint64)
-    logits, _ = evaluator.evaluate(game.encode(p, m))
-    return list(np.where(game.legal_mask(m), logits, -np.inf).argmax(axis=1))
-
-
-def _choose_search(evaluator: mcts.Evaluator, positions: list[tuple[int, int]],
-                   search: mcts.SearchConfig) -> list[int]:
-    """MCTS (no noise) at ``search.num_simulations`` for each position, batched across positions."""
-    p = np.array([x[0] for x in positions], np.uint64)
-    m = np.array([x[1] for x in positions], np.uint64)
-    tree = mcts.Tree(p, m, capacity=search.num_simulations + 1)
-    mcts.search(tree, evaluator, search)
-    return list(mcts.best_cols(tree))
-
-
-def grade_sets(choose: Callable[[list[tuple[int, int]]], list[int]], *, limit: int | None = None,
-               sets: list[str] | None = None, on_set: Callable[[], None] | None = None) -> list[SetResult]:
-    """Grade ``choose`` (positions -> columns) on each Pons set; ``on_set()`` after each set."""
-    results = []
-    for name in sets or list(SETS):
-        positions = load_set(name, limit=limit)
-        cols = choose([position_of(p) for p in positions])
-        results.append(grade(name, positions, [int(c) for c in cols]))
-        if on_set is not None:
-            on_set()
-    return results
-
-
-def policy_mistake_rates(evaluator: mcts.Evaluator, *, limit: int = 100) -> dict[str, float]:
-    """``{"pons_policy/<set>": mistake rate}`` of the raw policy on ``limit`` positions per set."""
-    results = grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit)
-    return {f"pons_policy/{r.name}": round(r.mistake_rate, 4) for r in results}
-
-
-def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *,
-                         limit: int | None = None, sets: list[str] | None = None,
-                         on_set: Callable[[], None] | None = None) -> list[SetResult]:
-    """Pons grades of MCTS without noise at ``search.num_simulations`` simulations; ``on_set()`` after each set."""
-    return grade_sets(lambda pos: _choose_search(evaluator, pos, search), limit=limit, sets=sets, on_set=on_set)
-
-
-def num_positions(sets: Sequence[str] | None = None, limit: int | None = None) -> int:
-    """How many positions ``sets`` (default all) hold, ``limit`` at most a set."""
-    return sum(len(load_set(name, limit=limit)) for name in sets or SETS)
 
 
 def grading_evals(sims: Sequence[int], sets: Sequence[str] | None = None) -> int:

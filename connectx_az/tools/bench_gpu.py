@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az import files
-from connectx_az.evaluation import bench
+from connectx_az.tools import bench
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +374,7 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
 
 
 def _submission(ctx: _Context) -> dict[str, Any]:
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
     from connectx_az.training import export
     from connectx_az.training.network import load_checkpoint
 

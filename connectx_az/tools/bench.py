@@ -193,8 +193,8 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
     """
     from connectx_az.agent import backends, template
+    from connectx_az.benchmarks import pons
     from connectx_az.engine import mcts
-    from connectx_az.evaluation import pons
 
     path = Path(model)
     if not path.is_file():
@@ -265,7 +265,7 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
     full-budget moves at ``act_timeout`` with ``overage`` in the bank (Kaggle's
     clock by default).  Raises ``RuntimeError`` if the child fails.
     """
-    from connectx_az.agent import builder
+    from connectx_az.tools import builder
 
     with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:
         submission = Path(tmp) / "submission.py"
@@ -354,8 +354,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
     """
+    from connectx_az.benchmarks import pons
     from connectx_az.engine import solver, solver_numba
-    from connectx_az.evaluation import pons
 
     result: dict[str, Any] = {"limit": limit, "deadline_s": max(budgets), "solvers": {}}
     if "numba" in solvers:

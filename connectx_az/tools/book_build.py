@@ -49,7 +49,7 @@ import numpy as np
 
 from connectx_az import files
 from connectx_az.engine import book, game, solver
-from connectx_az.training import solved
+from connectx_az.tools import labeller
 
 STATE_MAGIC = b"CXAZBKST"
 STATE_VERSION = 1
@@ -425,7 +425,7 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
     endings, which tests prove quickly); plies count the stones on the board.  Ply by ply; positions
     already in ``state`` are not proven again.  ``prover``: a solver, or ``Provers``
     (default ``default_provers()``: compiled where numba is).  ``workers`` > 1 proves that many
-    positions at once, one process each (``solved.proofs``).  ``on_ply(ply, stats)`` is called
+    positions at once, one process each (``labeller.proofs``).  ``on_ply(ply, stats)`` is called
     after each completed ply (``write_book`` there ships a book complete to it).  A
     ``KeyboardInterrupt`` stops the build with what is proven kept (``stats.interrupted``).
     """
@@ -477,7 +477,7 @@ def _prove_ply(state: State, ply: int, depth: int, todo: list[int], nodes: dict[
         on_progress(progress)
     tasks = ((key, (*nodes[key], state.exact_factor, state.exact_min_nodes)) for key in todo)
     cpu_this_ply = 0.0
-    for key, (result, score, col, nodes_used, cpu) in solved.proofs(tasks, prover, workers=workers,
+    for key, (result, score, col, nodes_used, cpu) in labeller.proofs(tasks, prover, workers=workers,
                                                                     work=prove_entry):
         state.add(Entry(key, result, score, col, ply, nodes_used, cpu))
         stats.proven += 1
