@@ -5,7 +5,7 @@ The commands that run a model through onnxruntime (``eval pons --model``, ``aren
 ``play``) need the ``eval`` extra, without torch; training and export need ``train``
 (which holds ``eval``); playing kaggle-environments' games and compiling the solver as
 on Kaggle need ``validate``.  A command names what it needs with ``require``
-before any work, and ``cli.main`` turns any other import of these packages that
+before any work, and ``cli.main.main`` turns any other import of these packages that
 fails into the same sentence (``missing_message``).  Standard library only.
 """
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from connectx_az import cli  # noqa: E402
+from connectx_az.cli import main as cli_main  # noqa: E402
 from connectx_az.tools import bench_gpu  # noqa: E402
 
 CPU_FORM = bench_gpu.CheckConfig(preset="smoke", device="cpu", budget=180.0, generations=2, seconds=0.2,
@@ -98,6 +98,6 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
 
 
 def test_the_command_refuses_a_budget_that_is_no_time_in_one_line(capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["bench", "gpu", "--budget", "0", "--out", "unused"]) == 2
+    assert cli_main.main(["bench", "gpu", "--budget", "0", "--out", "unused"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --budget") and "\n" not in err

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import cli
 from connectx_az.agent import template
+from connectx_az.cli import main as cli_main
 from connectx_az.engine import book, game, solver
 from connectx_az.tools import book_build, builder
 
@@ -235,7 +235,7 @@ def test_the_submission_builder_refuses_a_bad_book_in_one_line(small_book, small
         assert "\n" not in str(caught.value) and not (tmp_path / "sub.py").exists(), name
     with pytest.raises(builder.BuildError, match="cannot read book"):
         builder.build_submission(small_onnx, tmp_path / "sub.py", book_path=tmp_path / "missing.bin")
-    assert cli.main(["build", "--model", str(small_onnx), "--book", str(tmp_path / "other board.bin"),
+    assert cli_main.main(["build", "--model", str(small_onnx), "--book", str(tmp_path / "other board.bin"),
                      "--out", str(tmp_path / "sub.py")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: book ") and "7x7 board" in err
@@ -244,7 +244,7 @@ def test_the_submission_builder_refuses_a_bad_book_in_one_line(small_book, small
 def test_build_with_and_without_a_book(small_book, small_onnx, tmp_path, capsys):
     with_book = builder.build_submission(small_onnx, tmp_path / "with.py", book_path=small_book[1])
     assert with_book.book_entries == len(small_book[0]) and with_book.book_bytes == small_book[1].stat().st_size
-    assert cli.main(["build", "--model", str(small_onnx), "--no-book", "--out", str(tmp_path / "without.py")]) == 0
+    assert cli_main.main(["build", "--model", str(small_onnx), "--no-book", "--out", str(tmp_path / "without.py")]) == 0
     assert "book: none (--no-book)" in capsys.readouterr().out
     text = (tmp_path / "without.py").read_text()
     assert 'BOOK_B64 = ""\n' in text and "# book: none" in text
@@ -403,7 +403,7 @@ def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
         book_build.State.open(tmp_path / "good.bin", exact_factor=3.0)
     with book_build.State.open(tmp_path / "good.bin"), pytest.raises(book_build.StateError, match="in use"):
         book_build.State.open(tmp_path / "good.bin")
-    assert cli.main(["book", str(tmp_path / "corrupt.bin"), "--depth", "1", "--python"]) == 2
+    assert cli_main.main(["book", str(tmp_path / "corrupt.bin"), "--depth", "1", "--python"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fails its checksum" in err
     # the last record torn by a kill: dropped, not refused
@@ -417,10 +417,10 @@ def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
 def test_the_command_builds_resumes_and_writes_the_book(tmp_path, capsys):
     args = ["book", str(tmp_path / "state.bin"), "--root", ROOT_MOVES, "--depth", str(len(ROOT_MOVES) + 2),
             "--python", "--out", str(tmp_path / "book.bin")]
-    assert cli.main(args) == 0
+    assert cli_main.main(args) == 0
     assert f"ply {len(ROOT_MOVES) + 2}:" in capsys.readouterr().out
     opening = book_build.read_book(tmp_path / "book.bin")
-    assert cli.main(args) == 0
+    assert cli_main.main(args) == 0
     out = capsys.readouterr().out
     assert f"{len(opening):,} positions proven before" in out and "this run 0 proven" in out
     assert book_build.read_book(tmp_path / "book.bin").keys.tolist() == opening.keys.tolist()

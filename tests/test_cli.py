@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import cli
+from connectx_az.cli import bars
+from connectx_az.cli import build as cli_build
+from connectx_az.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ONNX = ROOT / "connectx_az" / "models" / "default.onnx"
@@ -43,7 +45,7 @@ def test_every_argument_has_help() -> None:
                 found.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
         return found
 
-    assert undocumented(cli.build_parser(), "connectx-az") == []
+    assert undocumented(cli_main.build_parser(), "connectx-az") == []
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,7 @@ def test_build_needs_numpy_only_and_still_reports_errors_in_one_line(tmp_path: P
     from connectx_az.evaluation import kaggle_io
 
     script = kaggle_io.sandbox_prelude(("torch", "onnxruntime", "onnx", "kaggle_environments")) + (
-        "from connectx_az.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+        "from connectx_az.cli.main import main\nsys.exit(main(sys.argv[1:]))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ok = subprocess.run([sys.executable, "-c", script, "build", "--out", str(tmp_path / "s.py")], cwd=tmp_path,
                         env=env, capture_output=True, text=True, timeout=120)
@@ -457,16 +459,15 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
 @pytest.mark.parametrize(
     ("args", "blocked", "extra"),
     [
-        (("play",), ("onnx",), "train"),
-        (("play",), ("onnxruntime", "onnx", "torch"), "train"),
+        (("play",), ("onnxruntime",), "eval"),
         (("train", "{tmp}/run", "--preset", "smoke"), ("torch",), "train"),
         (("train", "{tmp}/run", "--preset", "smoke"), ("tqdm",), "train"),
         (("export", "{tmp}/checkpoint.pt"), ("onnx",), "train"),
         (("validate", "{tmp}/submission.py"), ("kaggle_environments",), "validate"),
-        (("eval", "pons"), ("onnxruntime",), "train"),
-        (("eval", "value"), ("torch",), "train"),
+        (("eval", "pons"), ("onnxruntime",), "eval"),
+        (("eval", "value"), ("onnxruntime",), "eval"),
         (("arena", "--model", "--alphabeta", "1"), ("kaggle_environments",), "validate"),
-        (("arena", "--builtin"), ("onnxruntime",), "train"),
+        (("arena", "--builtin"), ("onnxruntime",), "eval"),
         (("plot", "{tmp}"), ("matplotlib",), "train"),
         (("bench", "selfplay"), ("torch",), "train"),
         (("bench", "solver", "--solvers", "numba"), ("numba",), "validate"),
@@ -479,7 +480,7 @@ def test_a_missing_optional_package_is_one_line_that_says_how_to_install_it(
     (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
     for name in blocked:
         monkeypatch.setitem(sys.modules, name, None)  # as Python marks a module that cannot be imported
-    err = _one_line_error(capsys, cli.main([a.format(tmp=tmp_path) for a in args]))
+    err = _one_line_error(capsys, cli_main.main([a.format(tmp=tmp_path) for a in args]))
     command = " ".join(a for a in args[:2] if a.isalpha())  # e.g. "eval pons", "train"
     names = [extras.PACKAGES[name][0] for name in blocked]
     assert f"`connectx-az {command}` needs {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}" \
@@ -487,20 +488,30 @@ def test_a_missing_optional_package_is_one_line_that_says_how_to_install_it(
     assert f"`make install-{extra}`" in err and f"pip install 'connectx-az[{extra}]'" in err
 
 
+def test_grading_a_model_and_the_arena_need_no_torch(monkeypatch, capsys) -> None:
+    for name in ("torch", "onnx", "tqdm"):  # what `make install-eval` leaves out
+        monkeypatch.setitem(sys.modules, name, None)
+    assert cli_main.main(["eval", "pons", "--limit", "2", "--sets", "End-Easy", "--sims", "4", "--json"]) == 0
+    graded = json.loads(capsys.readouterr().out)
+    assert graded and "End-Easy" in json.dumps(graded)
+    assert cli_main.main(["arena", "--games", "2", "--sims", "4", "--alphabeta", "1", "--json"]) == 0
+    assert "elo" in capsys.readouterr().out.lower()
+
+
 def test_an_optional_import_that_fails_deeper_in_a_command_is_one_line_too(monkeypatch, capsys) -> None:
     def build_without_tqdm(args) -> int:
         raise ModuleNotFoundError("No module named 'tqdm.auto'", name="tqdm.auto")
 
-    monkeypatch.setattr(cli, "cmd_build", build_without_tqdm)
-    err = _one_line_error(capsys, cli.main(["build"]))
+    monkeypatch.setattr(cli_build, "cmd_build", build_without_tqdm)
+    err = _one_line_error(capsys, cli_main.main(["build"]))
     assert "`connectx-az build` needs tqdm" in err and "`make install-train`" in err
 
     def build_with_a_bug(args) -> int:  # a module of the package itself missing is a bug: the traceback stays
         raise ModuleNotFoundError("No module named 'connectx_az.nothing'", name="connectx_az.nothing")
 
-    monkeypatch.setattr(cli, "cmd_build", build_with_a_bug)
+    monkeypatch.setattr(cli_build, "cmd_build", build_with_a_bug)
     with pytest.raises(ModuleNotFoundError):
-        cli.main(["build"])
+        cli_main.main(["build"])
 
 
 def test_label_counts_its_progress_without_tqdm(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -512,7 +523,7 @@ def test_label_counts_its_progress_without_tqdm(tmp_path: Path, monkeypatch, cap
     # later test in this process can still compile
     monkeypatch.setattr(solver_numba, "_KERNEL_ERROR", solver_numba._KERNEL_ERROR)
     out = tmp_path / "labels.npz"
-    assert cli.main(["label", str(out), "--positions", "2", "--plies", "28", "30"]) == 0
+    assert cli_main.main(["label", str(out), "--positions", "2", "--plies", "28", "30"]) == 0
     assert f"wrote {out}: 2 positions" in capsys.readouterr().out
 
 
@@ -525,7 +536,7 @@ def test_a_file_that_is_no_model_is_one_line(args: tuple[str, ...], content: byt
                                              capsys) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(content)
-    err = _one_line_error(capsys, cli.main([*args, str(bad)]))
+    err = _one_line_error(capsys, cli_main.main([*args, str(bad)]))
     assert str(bad) in err and ("cannot load" in err or "cannot run in the agent" in err)
 
 
@@ -538,7 +549,7 @@ def test_a_corrupt_checkpoint_or_labels_file_is_one_line(args: tuple[str, ...], 
     bad.write_bytes(content)
     argv = [a.format(tmp=tmp_path) for a in args]
     argv = [argv[0], str(bad), *argv[1:]] if args[0] == "label" else [*argv, str(bad)]
-    err = _one_line_error(capsys, cli.main(argv))
+    err = _one_line_error(capsys, cli_main.main(argv))
     assert str(bad) in err and ("not a readable checkpoint" in err or "not a labels file" in err)
     assert not (tmp_path / "run").exists()
 
@@ -556,7 +567,7 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         (tmp_path / name).write_bytes(content)
     runs = [[*command, name] for name in NOT_SUBMISSIONS
             for command in (["validate"], ["eval", "pons", "--submission"], ["arena", "--model", "--submission"])]
-    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli import main\nout = []\n"
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
               "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
               "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
               "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
@@ -592,7 +603,7 @@ def test_a_wrong_argument_is_one_line_that_names_it_and_nothing_is_written(
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    assert _one_line_error(capsys, cli.main(argv)) == f"error: {message}\n"
+    assert _one_line_error(capsys, cli_main.main(argv)) == f"error: {message}\n"
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
@@ -603,7 +614,7 @@ def test_the_kaggle_runtime_without_numba_is_refused_in_one_line(command: list[s
     monkeypatch.setitem(sys.modules, "numba", None)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
-    err = _one_line_error(capsys, cli.main([*command, "submission.py", "--runtime", "kaggle"]))
+    err = _one_line_error(capsys, cli_main.main([*command, "submission.py", "--runtime", "kaggle"]))
     assert err.startswith(f"error: `connectx-az {' '.join(command[:2]).split(' -')[0]} --runtime kaggle` needs "
                           "numba, which is not installed: run `make install-validate`"), err
     assert err.endswith("; or use --runtime numpy\n")
@@ -613,13 +624,13 @@ def test_the_kaggle_runtime_without_numba_is_refused_in_one_line(command: list[s
 def test_without_tqdm_progress_is_a_plain_line_with_the_time_left(monkeypatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "tqdm", None)
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
-    monkeypatch.setattr(cli._LineBar, "interval", 0.0)  # a line every step (30 s apart otherwise)
-    assert cli.main(["bench", "solver", "--solvers", "python", "--limit", "2", "--sets", "End-Easy",
+    monkeypatch.setattr(bars.LineBar, "interval", 0.0)  # a line every step (30 s apart otherwise)
+    assert cli_main.main(["bench", "solver", "--solvers", "python", "--limit", "2", "--sets", "End-Easy",
                      "--deadline", "1"]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("positions:")]
     assert [line.split(",")[0] for line in lines] == ["positions: 1/2 positions", "positions: 2/2 positions"]
     assert lines[0].endswith(" left") and not lines[1].endswith(" left")
-    assert cli._duration(42) == "42 s" and cli._duration(720) == "12 min" and cli._duration(4 * 3600) == "4.0 h"
+    assert bars.duration(42) == "42 s" and bars.duration(720) == "12 min" and bars.duration(4 * 3600) == "4.0 h"
 
 
 def test_validate_stops_at_a_broken_move_in_one_line_and_keeps_another_files_replays(tmp_path: Path) -> None:

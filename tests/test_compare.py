@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az import cli
 from connectx_az.benchmarks import pons
+from connectx_az.cli import main as cli_main
 from connectx_az.tools import compare
 
 
@@ -131,7 +131,7 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     args = ["compare", str(candidate), "--against", str(wide_onnx), "--out", str(out), "--runtimes", "numpy",
             "--limit", "1", "--games", "1", "--act-timeout", "0.1", "--duel-opening", "4444333",
             "--duel-cache", str(tmp_path / "duel.sqlite")]
-    code = cli.main([*args, "--card", str(card)])
+    code = cli_main.main([*args, "--card", str(card)])
     text = capsys.readouterr().out
     assert code == (0 if "verdict: the candidate may ship" in text else 1)
     assert {p.name for p in out.glob("*.json")} >= {f"pons_numpy_{s}.json" for s in pons.SETS} | {
@@ -141,15 +141,15 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     assert json.loads(card.read_text())["strength"]["headline"].startswith("Kaggle clock, with the book")
     # run again: every grade is there, nothing is graded twice, the same verdict
     before = {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")}
-    assert cli.main(args) == code
+    assert cli_main.main(args) == code
     assert {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")} == before
     capsys.readouterr()
     # another candidate in the same folder is refused in one line, nothing written; so is the same file changed
-    assert cli.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
+    assert cli_main.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "holds another compare" in err and "\n" not in err
     candidate.write_bytes(wide_onnx.read_bytes())
-    assert cli.main(args) == 2
+    assert cli_main.main(args) == 2
     assert "(since changed)" in capsys.readouterr().err
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az import cli
 from connectx_az.benchmarks import pons
+from connectx_az.cli import main as cli_main
 from connectx_az.engine import game, solver
 from connectx_az.evaluation import duel
 
@@ -148,7 +148,7 @@ def agent(observation, configuration):
 
 def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     submission = _file(tmp_path, LEFTMOST)
-    code = cli.main(["duel", str(submission), "--games", "1", "--solver", "python", "--opening", WON,
+    code = cli_main.main(["duel", str(submission), "--games", "1", "--solver", "python", "--opening", WON,
                      "--act-timeout", "0.5", "--cache", str(tmp_path / "c.sqlite"), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1  # a value-losing move
@@ -164,7 +164,7 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_the_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["duel", str(_file(tmp_path, LEFTMOST)), "--games", "1", "--solver", "python", "--opening",
+    code = cli_main.main(["duel", str(_file(tmp_path, LEFTMOST)), "--games", "1", "--solver", "python", "--opening",
                      WON, "--act-timeout", "0.5", "--cache", str(tmp_path / "c.sqlite"), "--noise", "0"])
     out = capsys.readouterr().out
     assert code == 1
@@ -180,7 +180,7 @@ def test_the_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str | None,
                                        message: str) -> None:
     path = tmp_path / "file.py" if source is None else _file(tmp_path, source)
-    code = cli.main(["duel", str(path), "--games", "1", "--solver", "python", "--opening", WON,
+    code = cli_main.main(["duel", str(path), "--games", "1", "--solver", "python", "--opening", WON,
                      "--cache", str(tmp_path / "c.sqlite")])
     err = capsys.readouterr().err.split("\r")[-1]  # after the progress bar's redraws
     assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
@@ -188,10 +188,10 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     submission = _file(tmp_path, LEFTMOST)
-    assert cli.main(["duel", str(submission), "--opening", "48", "--solver", "python"]) == 2
+    assert cli_main.main(["duel", str(submission), "--opening", "48", "--solver", "python"]) == 2
     assert "bad opening '48'" in capsys.readouterr().err
     not_a_cache = _file(tmp_path, "not a database\n" * 100, "cache.sqlite")
-    assert cli.main(["duel", str(submission), "--opening", WON, "--solver", "python",
+    assert cli_main.main(["duel", str(submission), "--opening", WON, "--solver", "python",
                      "--cache", str(not_a_cache)]) == 2
     assert "is not a cache of solved positions" in capsys.readouterr().err
 
@@ -205,7 +205,7 @@ def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytes
 def test_the_duel_stops_at_the_first_broken_move_and_prints_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                body: str, message: str) -> None:
     broken = _file(tmp_path, f"def agent(observation, configuration):\n    {body}\n")
-    code = cli.main(["duel", str(broken), "--games", "5", "--solver", "python", "--opening", WON,
+    code = cli_main.main(["duel", str(broken), "--games", "5", "--solver", "python", "--opening", WON,
                      "--cache", str(tmp_path / "c.sqlite")])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""  # no game reported: it stopped in the first

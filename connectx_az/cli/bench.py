@@ -1,0 +1,130 @@
+"""The commands of ``bench``: the speed benchmarks (agent, selfplay, solver, clock, gpu)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from connectx_az.cli import bars, common
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from connectx_az.tools import bench
+
+    if args.what == "solver":
+        return cmd_bench_solver(args)
+    if args.what == "clock":
+        return cmd_bench_clock(args)
+    if args.what == "gpu":
+        return cmd_bench_gpu(args)
+    if args.what == "selfplay":
+        common.require(args, "torch", "onnx", "tqdm")
+    else:
+        _check_agent_model(args.model)
+    result = bench.run(args.what, model=args.model, seconds=args.seconds or 5.0, batches=args.batch,
+                       workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator, device=args.device,
+                       precision=args.precision)
+    print(json.dumps(result) if args.json else bench.format_result(args.what, result))
+    return 0
+
+
+def cmd_bench_gpu(args: argparse.Namespace) -> int:
+    common.require(args, "torch", "onnx", "tqdm")
+    from connectx_az.tools import bench_gpu
+
+    if not args.budget > 0:
+        raise common.UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
+    check = bench_gpu.CheckConfig(preset=args.preset or "gpu", device=args.device or "auto", budget=args.budget,
+                                  generations=args.generations, seconds=args.seconds or 3.0)
+    out = Path(args.out or "build/gpu-check")
+    print(f"GPU check into {out} (budget {args.budget:g} s; progress in {out / 'gpu_check.log'})", flush=True)
+    record = bench_gpu.run(out, check)
+    print(json.dumps(record) if args.json else bench_gpu.format_result(record))
+    print(f"wrote {out / 'gpu_check.json'}")
+    return 0 if all(s["status"] != "failed" for s in record["steps"].values()) else 1
+
+
+def _check_agent_model(model: str) -> None:
+    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
+    from connectx_az.agent import onnx_numpy
+
+    path = Path(model)
+    if not path.is_file():
+        raise common.UserError(f"model {path} not found; pass --model PATH.onnx")
+    try:
+        onnx_numpy.NumpyOnnxModel(path.read_bytes())
+    except ValueError as exc:
+        raise common.UserError(f"model {path} cannot run in the agent: {exc}") from None
+
+
+def cmd_bench_clock(args: argparse.Namespace) -> int:
+    from connectx_az.tools import bench_clock
+
+    if not hasattr(os, "sched_setaffinity"):
+        raise common.UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
+    _check_agent_model(args.model)
+    result = bench_clock.bench_clock(args.model)
+    print(json.dumps(result) if args.json else bench_clock.format_clock(result))
+    return 0
+
+
+def cmd_bench_solver(args: argparse.Namespace) -> int:
+    from connectx_az.benchmarks import pons
+    from connectx_az.tools import bench
+
+    if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
+        raise common.UserError("--deadline and --limit must be positive")
+    if "numba" in args.solvers:
+        common.require(args, "numba")
+    sets = tuple(args.sets or bench.SOLVER_SETS)
+    solvers = tuple(args.solvers)
+    budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
+    with bars.progress_bar(len(solvers) * pons.num_positions(sets, args.limit), "positions") as bar:
+        result = bench.bench_solver(limit=args.limit, sets=sets, budgets=budgets, solvers=solvers,
+                                    on_position=lambda: bar.update(1))
+    print(json.dumps(result) if args.json else bench.format_solver_result(result))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add this group's commands to ``sub``."""
+    from connectx_az.benchmarks import pons  # numpy only: the set names for --sets
+    from connectx_az.tools import bench  # numpy only: the solver's budgets
+
+    p = sub.add_parser("bench", help="speed benchmarks")
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],
+                   help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
+                        "clock: how close the built file's moves come to their budgets on a shared core (about "
+                        "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
+                        "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
+                        "about seven minutes on an H100)")
+    p.add_argument("--model", default=str(common.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--seconds", type=float, help="time per measurement (default 5; gpu: 3)")
+    p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
+    p.add_argument("--workers", type=int, nargs="*",
+                   help="selfplay: also measure these worker-process counts (0: in this process), "
+                        "each with every --batch")
+    p.add_argument("--limit", type=int, default=40,
+                   help="solver: the first N positions of each set (default 40)")
+    p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
+                   help="solver: which solvers to measure (default both)")
+    p.add_argument("--deadline", type=float, default=max(bench.SOLVER_BUDGETS),
+                   help=f"solver: seconds a position before it counts as unproven (default "
+                        f"{max(bench.SOLVER_BUDGETS):g})")
+    p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
+                   help=f"solver: these Pons sets instead (default {' '.join(bench.SOLVER_SETS)})")
+    p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
+    p.add_argument("--budget", type=float, default=420.0,
+                   help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")
+    p.add_argument("--generations", type=int, default=3, help="gpu: generations of the preset to time (default 3)")
+    p.add_argument("--out", help="gpu: folder for gpu_check.json, its log and the run (default build/gpu-check)")
+    p.add_argument("--evaluator", choices=["network", "free"], default="network",
+                   help="selfplay: free replaces the network by one that costs almost nothing, to time the "
+                        "tree work alone (default network)")
+    p.add_argument("--device", help="selfplay, gpu: auto, cpu, cuda, ... (default: the preset's)")
+    p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="selfplay: inference precision (default: the preset's, auto)")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    p.set_defaults(func=cmd_bench)

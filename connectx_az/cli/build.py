@@ -1,0 +1,223 @@
+"""The commands of what ships: ``build`` (submission.py), ``card``, ``book`` (the opening book) and ``compare``
+(may a candidate ship?)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any
+
+from connectx_az.cli import bars, common
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from connectx_az import cards
+    from connectx_az.tools import builder
+
+    model = Path(args.model)
+    metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
+    book = None if args.no_book else Path(args.book)
+    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book)
+    print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
+    summary = cards.summary_lines(metadata, model=model, sha256=report.model_sha256, net_label=report.net_label)
+    print(summary[0])
+    print(f"book: {book.name}, {report.book_entries:,} positions ({report.book_bytes / 1e3:.1f} kB)" if book
+          else "book: none (--no-book)")
+    for line in summary[1:]:
+        print(line)
+    return 0
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    from connectx_az import cards
+
+    path = Path(args.model)
+    if not path.is_file():
+        raise common.UserError(f"{path} not found")
+    if path.suffix not in (".onnx", ".json"):
+        raise common.UserError(f"{path} is neither an ONNX model nor its .json card")
+    card_path = path if path.suffix == ".json" else path.with_suffix(".json")
+    card = cards.load(card_path)
+    if not card:
+        raise common.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
+                               "exports")
+    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
+    return 0
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from connectx_az.engine import game, solver
+    from connectx_az.tools import book_build
+
+    try:
+        root = game.from_moves(args.root)
+    except ValueError as exc:
+        raise common.UserError(f"--root {args.root}: {exc}") from exc
+    if args.workers is None:
+        args.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if args.depth < 0 or args.workers < 1 or not 10 <= min(args.table_bits, args.deep_table_bits) <= 30 \
+            or max(args.table_bits, args.deep_table_bits) > 30:
+        raise common.UserError("--depth must be >= 0, --workers >= 1 and the table bits in 10..30")
+    if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        raise common.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
+    try:
+        state = book_build.State.open(args.state, exact_factor=args.exact_factor,
+                                      exact_min_nodes=args.exact_min_nodes)
+    except (book_build.StateError, OSError) as exc:
+        raise common.UserError(str(exc)) from exc
+    with state:
+        if state.dropped_tail:
+            print(f"{state.path}: dropped a last record cut short by a kill ({state.dropped_tail} bytes); its "
+                  "position is proven again")
+        prover = book_build.Provers(solver.Solver()) if args.python else book_build.default_provers(
+            table_bits=args.table_bits, deep_table_bits=args.deep_table_bits, deep_plies=args.deep_plies)
+        print(f"{state.path}: {len(state.entries):,} positions proven before; proving plies up to {args.depth}"
+              + (f" and every position up to ply {args.all_plies}" if args.all_plies >= 0 else "")
+              + f" with {type(prover.fast).__name__}" + (f" x {args.workers}" if args.workers > 1 else ""))
+        bar: Any = bars.NoBar()
+
+        def progress(p: book_build.Progress) -> None:
+            nonlocal bar
+            if p.done == 0:
+                bar.__exit__(None, None, None)
+                bar = bars.progress_bar(p.total, "positions", desc=f"ply {p.ply} of {p.depth}")
+                bar.__enter__()
+            else:
+                bar.update(1)
+            if p.seconds_left is not None and hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(f"build left ~{p.seconds_left / 3600:.1f} h", refresh=False)
+
+        def ply_done(ply: int, stats: book_build.BuildStats) -> None:
+            bar.__exit__(None, None, None)
+            path, entries, size = book_build.write_book(state, args.out)
+            print(f"ply {ply}: {stats.tree[ply]:,} agent's nodes, {stats.entries[ply]:,} needing a move; wrote "
+                  f"{path}: {entries:,} positions, {size:,} bytes; this run {stats.proven:,} proven in "
+                  f"{stats.cpu_seconds / 3600:.2f} CPU-h", flush=True)
+
+        try:
+            stats = book_build.build(state, depth=args.depth, all_plies=args.all_plies, root=root, prover=prover,
+                                     workers=args.workers, on_progress=progress, on_ply=ply_done)
+        finally:
+            bar.__exit__(None, None, None)
+        hours = sum(e.cpu_seconds for e in state.entries.values()) / 3600
+        print(f"{state.path}: {len(state.entries):,} positions, {hours:.2f} CPU-h in all")
+        if stats.interrupted:
+            print("interrupted: what was proven is saved; run the same command to go on")
+            return 130
+        if args.frontier:
+            for share in book_build.frontier_shares(state, args.depth, limit=args.frontier, seed=args.seed,
+                                                    root=root):
+                print(share.describe(), flush=True)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from connectx_az import cards
+    from connectx_az.tools import compare
+
+    sizes = compare.QUICK if args.quick else compare.FULL
+    changes = {k: v for k, v in (("limit", args.limit), ("games", args.games), ("network_limit", args.limit),
+                                 ("act_timeout", args.act_timeout)) if v is not None}
+    if any(v <= 0 for v in changes.values()):
+        raise common.UserError("--limit, --games and --act-timeout must be positive")
+    if args.duel_opening:
+        changes["duel_opening"] = args.duel_opening
+    sizes = compare.Sizes(**{**dataclasses.asdict(sizes), **changes})
+    candidate = Path(args.candidate)
+    out = Path(args.out or f"build/compare/{candidate.stem or candidate.name}{'-quick' if args.quick else ''}")
+    print(f"compare into {out} ({sizes.label}); a killed compare resumes where it stopped", flush=True)
+    result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, cores=args.cores,
+                         duel_cache=args.duel_cache)
+    print("\n".join(compare.format_verdict(result, sizes=sizes, candidate=str(candidate), shipped=args.against)))
+    if args.card:
+        model = out / "candidate.onnx" if (out / "candidate.onnx").is_file() else candidate
+        card = cards.load(model.with_suffix(".json"))
+        card["strength"] = compare.strength_card(out)
+        Path(args.card).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.card}: {card['strength']['headline']}")
+    return 0 if result["ships"] else 1
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add this group's commands to ``sub``."""
+    from connectx_az.tools import compare  # numpy only: the rule's text and the defaults
+
+    p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
+    p.add_argument("--model", default=str(common.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--card", help="JSON model card to record (default: beside the model)")
+    p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
+    p.add_argument("--book", default=str(common.DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
+    p.add_argument("--no-book", action="store_true", help="embed no opening book")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("card", help="show a model's card: what it is, how it was trained, how strong")
+    p.add_argument("model", nargs="?", default=str(common.DEFAULT_MODEL),
+                   help="ONNX model or its .json card (default: the shipped model)")
+    p.add_argument("--json", action="store_true", help="print the card as JSON")
+    p.set_defaults(func=cmd_card)
+
+    p = sub.add_parser("book", help="build the opening book: the agent's openings proven by the exact solver "
+                       "(resumable: run it again to go on or to go deeper)")
+    p.add_argument("state", nargs="?", default="build/book/state.bin",
+                   help="journal of proven positions, created or resumed (default build/book/state.bin)")
+    p.add_argument("--depth", type=int, required=True,
+                   help="prove the agent's positions (as first and second player) up to this ply")
+    p.add_argument("--all-plies", type=int, default=-1, metavar="PLY",
+                   help="also every position up to this ply (random openings; default none)")
+    p.add_argument("--out", default="build/book/book.bin",
+                   help="book file to write after each ply (default build/book/book.bin)")
+    p.add_argument("--workers", type=int,
+                   help="prove this many positions at once, one process each (default: one per core this process "
+                        "may use, e.g. 1 under `taskset -c 1`)")
+    p.add_argument("--exact-factor", type=float, default=2.0,
+                   help="won or lost: seek the fastest win or slowest loss within this many times the nodes of "
+                        "the weak proof (default 2; a state file keeps its own)")
+    p.add_argument("--exact-min-nodes", type=int, default=1_000_000,
+                   help="... but at least this many nodes (default 1,000,000)")
+    p.add_argument("--table-bits", type=int, default=18,
+                   help="transposition table of 2^N entries for the compiled solver (default 18: fits the cache)")
+    p.add_argument("--deep-table-bits", type=int, default=24,
+                   help="... and of 2^N entries for the positions of --deep-plies or fewer (default 24, 128 MiB)")
+    p.add_argument("--deep-plies", type=int, default=2,
+                   help="positions of this many plies or fewer get the deep table (default 2)")
+    p.add_argument("--python", action="store_true", help="use the pure-Python solver (slow; tests)")
+    p.add_argument("--root", default="", metavar="MOVES",
+                   help="start the tree from this position (1-based columns, e.g. 4453) instead of the empty board")
+    p.add_argument("--frontier", type=int, default=0, metavar="N",
+                   help="then, on N sampled positions at depth + 1 and + 2 each, the share each solver proves "
+                        "within the agent's budget")
+    p.add_argument("--seed", type=int, default=0, help="seed of --frontier's sample")
+    p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("compare", help="may a candidate ship? Its file and the shipped one graded paired; a verdict",
+                       description="Build CANDIDATE with the shipped book, grade it and the shipped file on the same "
+                       "positions (the six Pons sets under the Kaggle clock in both runtimes, games against negamax, "
+                       "the duel against the noisy perfect opponent, the two networks alone at 800 simulations), "
+                       "print each figure with the paired counts and p-values, and a verdict (exit 0: may ship; 1: "
+                       "not). " + compare.RULE + " The full compare takes hours on one core; --quick about ten "
+                       "minutes a runtime.")
+    p.add_argument("candidate", help="an ONNX model, a training run folder or a built submission.py")
+    p.add_argument("--against", default=str(compare.SHIPPED_MODEL),
+                   help="what to compare with (default: the shipped model, built with the shipped book)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"samples: {compare.QUICK.label}, the networks on {compare.QUICK.network_limit} positions "
+                        "a set")
+    p.add_argument("--out", help="folder for the builds and grades (default build/compare/CANDIDATE[-quick])")
+    p.add_argument("--card", metavar="PATH", help="write the candidate's model card, its strength from these grades")
+    p.add_argument("--runtimes", nargs="+", choices=list(compare.RUNTIMES), default=list(compare.RUNTIMES),
+                   help="the agent's runtimes to grade (default both)")
+    p.add_argument("--cores", type=int, nargs="+", default=[], metavar="CORE",
+                   help="pin the grading to these CPU cores; two grade the two runtimes at once, a core each (the "
+                        "clock is what is measured: cores nothing else uses)")
+    p.add_argument("--limit", type=int, help="positions a set instead (also for the networks)")
+    p.add_argument("--games", type=int, help="games a seat against negamax and in the duel instead")
+    p.add_argument("--act-timeout", type=float, help="seconds a move instead of Kaggle's 2: quick checks only")
+    p.add_argument("--duel-opening", metavar="MOVES",
+                   help="start every duel game from this position (1-based columns, e.g. 4444333): quick checks only")
+    p.add_argument("--duel-cache", default="build/duel_cache.sqlite",
+                   help="the duel referee's solved positions (default build/duel_cache.sqlite)")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,49 @@
+"""What every command module shares: the default files, the user's errors, the package checks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from connectx_az import extras
+
+DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.onnx"
+DEFAULT_CARD = Path(__file__).parent.parent / "models" / "default.json"
+DEFAULT_CHECKPOINT = Path(__file__).parent.parent / "models" / "default.pt"
+DEFAULT_BOOK = Path(__file__).parent.parent / "data" / "book" / "book.bin"
+
+
+#: what ``backends.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
+ONNXRUNTIME_EVALUATOR = ("onnxruntime",)
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def require(args: argparse.Namespace, *modules: str) -> None:
+    """Stop with one line naming those of ``modules`` (``extras.PACKAGES``) not installed, and how to install them."""
+    extras.require(*modules, needed_by=f"`connectx-az {command_name(args)}`")
+
+
+def require_runtime(args: argparse.Namespace) -> None:
+    """Stop with one line where ``--runtime kaggle`` asks for numba and numba is not installed: the file would
+    quietly play with its pure-Python solver, the ``numpy`` case, under the ``kaggle`` label."""
+    if args.runtime == "kaggle" and not extras.is_installed("numba"):
+        needed_by = f"`connectx-az {command_name(args)} --runtime kaggle`"
+        raise extras.MissingPackage(f"{extras.missing_message(['numba'], needed_by)}; or use --runtime numpy",
+                                    name="numba")
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """The command as typed, e.g. ``eval pons`` or ``bench solver``."""
+    return " ".join(str(getattr(args, key)) for key in ("command", "benchmark", "what") if getattr(args, key, None))
+
+
+def add_runtime(parser: argparse.ArgumentParser) -> None:
+    from connectx_az.evaluation.kaggle_io import RUNTIMES
+
+    parser.add_argument("--runtime", choices=list(RUNTIMES), default="numpy",
+                        help="what the agent may import: numpy (default; onnxruntime, torch and numba blocked: "
+                             "the worst case), kaggle (onnxruntime blocked: numba and torch as Kaggle's image most "
+                             "likely has them), full (everything installed here)")
