@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from connectx_az import paths
 from connectx_az.agent import template
 from connectx_az.cli import main as cli_main
 from connectx_az.engine import book, game, solver
@@ -107,15 +108,16 @@ def test_forced_moves_are_those_the_agent_plays_before_its_book():
             position, mask = game.play(position, mask, int(rng.choice(game.legal_cols(mask))))
         if game.outcome(position, mask) is not None:
             continue
-        forced = book_build.forced_move(position, mask)
+        forced = game.forced_move(position, mask)
         mark = 1 + game.num_stones(mask) % 2
         agent.info = {}
         if forced is None:
             assert book_build.needs_entry(position, mask)
             continue
         obs = {"board": game.to_kaggle(position, mask, mark), "mark": mark, "remainingOverageTime": 60}
-        assert agent.choose_move(obs, {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 2}) == forced
-        kinds.add(agent.info["source"])
+        assert agent.choose_move(obs, {"rows": 6, "columns": 7, "inarow": 4, "actTimeout": 2}) == forced[0]
+        assert agent.info["source"] == forced[1]
+        kinds.add(forced[1])
     assert kinds >= {"win now", "block"}
 
 
@@ -430,20 +432,20 @@ def test_the_command_builds_resumes_and_writes_the_book(tmp_path, capsys):
 
 
 def _shipped() -> tuple[book.Book, list[tuple[int, int]]]:
-    opening = book.decode(builder.DEFAULT_BOOK.read_bytes())
+    opening = book.decode(paths.DEFAULT_BOOK.read_bytes())
     return opening, [book_build.position_of_key(int(k)) for k in opening.keys]
 
 
 @pytest.mark.timing
 def test_the_shipped_book_decodes_quickly():
-    data = builder.DEFAULT_BOOK.read_bytes()
+    data = paths.DEFAULT_BOOK.read_bytes()
     start = time.perf_counter()
     book.decode(data)
     assert time.perf_counter() - start < 0.1
 
 
 def test_the_shipped_books_entries_are_sound():
-    data = builder.DEFAULT_BOOK.read_bytes()
+    data = paths.DEFAULT_BOOK.read_bytes()
     opening = book.decode(data)
     assert len(base64.b64encode(data)) < 1_500_000  # the submission stays under 4 MB
     assert opening.entry(0, 0) is not None and opening.entry(0, 0)[1] == 1  # the first player wins
@@ -456,7 +458,7 @@ def test_the_shipped_books_entries_are_sound():
 
 
 def test_the_shipped_book_holds_every_position_to_ply_7():
-    opening = book.decode(builder.DEFAULT_BOOK.read_bytes())
+    opening = book.decode(paths.DEFAULT_BOOK.read_bytes())
     nodes = {0: (0, 0)}
     for ply in range(8):
         held = [opening.entry(p, m) is not None for p, m in nodes.values() if book_build.needs_entry(p, m)]

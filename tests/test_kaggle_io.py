@@ -61,11 +61,11 @@ def test_warm_up_compiles_the_solver_that_a_book_move_skips(tmp_path: Path) -> N
     import sys
 
     pytest.importorskip("numba")
-    from connectx_az.cli import common
+    from connectx_az import paths
     from connectx_az.tools import builder
 
     sub = tmp_path / "sub.py"
-    builder.build_submission(common.DEFAULT_MODEL, sub)
+    builder.build_submission(paths.DEFAULT_MODEL, sub)
     script = f"""
 from connectx_az.evaluation import kaggle_io
 

@@ -386,18 +386,10 @@ class Agent:
             return simple(f"simple: {exc}")
         if game.outcome(position, mask) is not None:
             return simple("simple: the game is over")
-        legal = game.legal_cols(mask)
-        if len(legal) == 1:
-            info["source"] = "only move"
-            return legal[0]
-        wins = game.winning_cols(position, mask)
-        if wins:
-            info["source"] = "win now"
-            return next(c for c in game.CENTRE_FIRST if c in wins)
-        threats = game.winning_cols(position ^ mask, mask)
-        if len(threats) == 1:
-            info["source"] = "block"
-            return threats[0]
+        forced = game.forced_move(position, mask)
+        if forced is not None:
+            info["source"] = forced[1]
+            return forced[0]
         col = self._book_move(position, mask)
         if col is not None:
             info["source"] = "book"

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 
 import numpy as np
 
+from connectx_az import paths
 from connectx_az.engine import game, mcts
 
 #: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
@@ -74,7 +74,7 @@ def _parse(line: str) -> PonsPosition:
 
 
 def _lines(file: str) -> list[str]:
-    path = resources.files("connectx_az") / "data" / "pons" / file
+    path = paths.PONS_DIR / file
     return [line for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
 
 

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from connectx_az import paths
 from connectx_az.cli import bars, common
 
 
@@ -100,7 +101,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
                         "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
                         "about seven minutes on an H100)")
-    p.add_argument("--model", default=str(common.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--model", default=str(paths.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--seconds", type=float, help="time per measurement (default 5; gpu: 3)")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
     p.add_argument("--workers", type=int, nargs="*",

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from connectx_az import paths
 from connectx_az.cli import bars, common
 
 
@@ -147,15 +148,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     from connectx_az.tools import compare  # numpy only: the rule's text and the defaults
 
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
-    p.add_argument("--model", default=str(common.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--model", default=str(paths.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--card", help="JSON model card to record (default: beside the model)")
     p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
-    p.add_argument("--book", default=str(common.DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
+    p.add_argument("--book", default=str(paths.DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
     p.add_argument("--no-book", action="store_true", help="embed no opening book")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("card", help="show a model's card: what it is, how it was trained, how strong")
-    p.add_argument("model", nargs="?", default=str(common.DEFAULT_MODEL),
+    p.add_argument("model", nargs="?", default=str(paths.DEFAULT_MODEL),
                    help="ONNX model or its .json card (default: the shipped model)")
     p.add_argument("--json", action="store_true", help="print the card as JSON")
     p.set_defaults(func=cmd_card)

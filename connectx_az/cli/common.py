@@ -1,17 +1,10 @@
-"""What every command module shares: the default files, the user's errors, the package checks."""
+"""What every command module shares: the user's errors and the package checks."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from connectx_az import extras
-
-DEFAULT_MODEL = Path(__file__).parent.parent / "models" / "default.onnx"
-DEFAULT_CARD = Path(__file__).parent.parent / "models" / "default.json"
-DEFAULT_CHECKPOINT = Path(__file__).parent.parent / "models" / "default.pt"
-DEFAULT_BOOK = Path(__file__).parent.parent / "data" / "book" / "book.bin"
-
 
 #: what ``backends.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
 ONNXRUNTIME_EVALUATOR = ("onnxruntime",)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from connectx_az import paths
 from connectx_az.cli import bars, common
 
 
@@ -163,7 +164,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="accuracy against perfect play")
     esub = p.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     e = esub.add_parser("pons", help="mistake rates on the six Pons sets")
-    e.add_argument("--model", default=str(common.DEFAULT_MODEL),
+    e.add_argument("--model", default=str(paths.DEFAULT_MODEL),
                    help="ONNX model: raw policy, MCTS and the value head's W/D/L accuracy")
     e.add_argument("--compare", metavar="CONTROL",
                    help="also grade this ONNX model and pair the two on each set: how many positions each "
@@ -185,7 +186,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_eval_pons)
     e = esub.add_parser("value", help="the value head against the true results: W/D/L accuracy at several draw "
                             "bands, its sign on decisive positions, mean value and confusion of each result")
-    e.add_argument("--models", nargs="+", default=[str(common.DEFAULT_MODEL)], metavar="MODEL",
+    e.add_argument("--models", nargs="+", default=[str(paths.DEFAULT_MODEL)], metavar="MODEL",
                    help="ONNX models (default: the shipped one)")
     e.add_argument("--bands", type=float, nargs="+", default=list(grading.VALUE_BANDS), metavar="B",
                    help="draw bands to read the classes at (v > B a win, v < -B a loss; default: 1/3, as "

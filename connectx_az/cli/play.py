@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connectx_az import extras
+from connectx_az import extras, paths
 from connectx_az.cli import bars, common
 
 
@@ -131,7 +131,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to ``sub``."""
     p = sub.add_parser("arena", help="round robin of models, submissions and reference players, with Elo")
-    p.add_argument("--model", nargs="*", default=[str(common.DEFAULT_MODEL)], metavar="PATH",
+    p.add_argument("--model", nargs="*", default=[str(paths.DEFAULT_MODEL)], metavar="PATH",
                    help="ONNX models played by MCTS at --sims (default: the shipped model)")
     p.add_argument("--submission", nargs="*", default=[], metavar="PATH", help="built submission.py files")
     p.add_argument("--alphabeta", nargs="*", type=int, default=[4], metavar="DEPTH",
@@ -172,7 +172,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_duel)
 
     p = sub.add_parser("play", help="play the agent in the terminal")
-    p.add_argument("--model", default=str(common.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
+    p.add_argument("--model", default=str(paths.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--sims", type=int, default=400, help="MCTS simulations a move (default 400)")
     p.add_argument("--first", action="store_true", help="you move first (default: the agent does)")
     p.set_defaults(func=cmd_play)

@@ -153,6 +153,25 @@ def winning_cols(position: int, mask: int) -> list[int]:
     return [c for c in legal_cols(mask) if wins_now(position, mask, c)]
 
 
+def forced_move(position: int, mask: int) -> tuple[int, str] | None:
+    """``(col, reason)`` of the move the agent plays without its book or a search, else ``None``.
+
+    In order: the only legal column (``"only move"``), a win now, the most central of them
+    (``"win now"``), the block of the opponent's single threat (``"block"``).  Against two threats
+    nothing is forced: every move loses, and the search picks the slowest loss.  The game must not
+    be over.  The agent (``agent.template``) and the book builder (``tools.book_build``: which
+    positions the book needs) share this rule.
+    """
+    legal = legal_cols(mask)
+    if len(legal) == 1:
+        return legal[0], "only move"
+    wins = winning_cols(position, mask)
+    if wins:
+        return next(c for c in CENTRE_FIRST if c in wins), "win now"
+    threats = winning_cols(position ^ mask, mask)
+    return (threats[0], "block") if len(threats) == 1 else None
+
+
 def encode(position, mask) -> np.ndarray:
     """``uint8[..., 2, 6, 7]`` planes (side to move, opponent), row 0 at the top."""
     position = np.asarray(position, dtype=np.uint64)

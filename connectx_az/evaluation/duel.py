@@ -45,7 +45,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from connectx_az.engine import game, solver
+from connectx_az.engine import book, game, solver
 from connectx_az.evaluation import kaggle_io
 
 #: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
@@ -71,16 +71,10 @@ def _pons(cols: list[int]) -> str:
 # --------------------------------------------------------------------------- solved positions
 
 
-def canonical_key(position: int, mask: int) -> int:
-    """The position's key (``position + mask``, unique per position) or its mirror's, whichever is smaller."""
-    mirrored = game.mirror(position, mask)
-    return min(position + mask, mirrored[0] + mirrored[1])
-
-
 class SolvedCache:
     """Proven results and exact scores of positions, kept in an sqlite file (standard library).
 
-    Rows are ``(key, exact, value, nodes)``: ``key`` is ``canonical_key`` (a position and its mirror
+    Rows are ``(key, exact, value, nodes)``: ``key`` is ``book.canonical_key``'s (a position and its mirror
     share a row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is
     ``NULL`` where the solver gave up after ``nodes`` nodes (so that a later run with no larger
     budget does not try again).  Every row is committed as it is written, in sqlite's write-ahead
@@ -156,7 +150,7 @@ class Oracle:
 
     def value(self, position: int, mask: int, *, exact: bool = False) -> int | None:
         """The position's result (its exact score with ``exact``) for the side to move, or ``None``."""
-        key = canonical_key(position, mask)
+        key = book.canonical_key(position, mask)[0]
         row = self.cache.get(key, exact)
         if row is not None and (row[0] is not None or row[1] >= self.max_nodes):
             return row[0]
@@ -193,7 +187,7 @@ class Oracle:
         """``move_value`` of every legal column, by column; stores the position's value when all are proven."""
         values = {col: self.move_value(position, mask, col, exact=exact) for col in game.legal_cols(mask)}
         proven = [v for v in values.values() if v is not None]
-        key = canonical_key(position, mask)
+        key = book.canonical_key(position, mask)[0]
         row = self.cache.get(key, exact)
         if len(proven) == len(values) and (row is None or row[0] is None):
             self.cache.put(key, exact, max(proven), 0)

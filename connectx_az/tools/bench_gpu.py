@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az import files
+from connectx_az import files, paths
 from connectx_az.tools import bench
 
 log = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ def _shipped_checkpoint(preset: str) -> Path | None:
     from connectx_az.training import config
     from connectx_az.training.network import load_checkpoint
 
-    path = Path(__file__).resolve().parents[1] / "models" / "default.pt"
+    path = paths.DEFAULT_CHECKPOINT
     if not path.is_file() or load_checkpoint(path)[0].config != config.make_config(preset).net:
         return None
     return path

@@ -4,7 +4,7 @@
 and as the second (odd plies):
 
 * at an agent's node, one move: the forced one where the agent's own checks decide before the book
-  (``forced_move``: one legal column, a win now, the block of a single threat), else the book's
+  (``game.forced_move``: one legal column, a win now, the block of a single threat), else the book's
   move, which ``prove_entry`` chooses from the position alone, never from a network, so that one
   book serves every model;
 * at an opponent's node, every legal reply.
@@ -215,22 +215,6 @@ class State:
 # --------------------------------------------------------------------------- the tree
 
 
-def forced_move(position: int, mask: int) -> int | None:
-    """The column the agent plays before it looks at its book, or ``None`` where the book decides.
-
-    The agent's checks, in its order (``agent.template``): the only legal column, a win now (the
-    most central), the block of the opponent's single threat.
-    """
-    legal = game.legal_cols(mask)
-    if len(legal) == 1:
-        return legal[0]
-    wins = game.winning_cols(position, mask)
-    if wins:
-        return next(c for c in game.CENTRE_FIRST if c in wins)
-    threats = game.winning_cols(position ^ mask, mask)
-    return threats[0] if len(threats) == 1 else None
-
-
 def canonical(position: int, mask: int) -> tuple[int, int, int]:
     """``(key, position, mask)``: the position in its mirror-canonical orientation, and its key."""
     key, mirrored = book.canonical_key(position, mask)
@@ -287,7 +271,7 @@ def all_positions(nodes: dict[int, Node]) -> dict[int, Node]:
 
 def needs_entry(position: int, mask: int) -> bool:
     """True where the agent asks its book: the game goes on and no move is forced."""
-    return game.outcome(position, mask) is None and forced_move(position, mask) is None
+    return game.outcome(position, mask) is None and game.forced_move(position, mask) is None
 
 
 # --------------------------------------------------------------------------- proving one entry
@@ -438,8 +422,8 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
     held = {entry.ply for entry in state.entries.values()}
 
     def move_of(key: int, position: int, mask: int) -> int:
-        forced = forced_move(position, mask)
-        return forced if forced is not None else state.entries[key].col
+        forced = game.forced_move(position, mask)
+        return forced[0] if forced is not None else state.entries[key].col
 
     try:
         for ply in range(first, depth + 1):
@@ -507,8 +491,8 @@ def walk(lookup: Callable[[int, int], int | None], depth: int, root: Node = (0, 
             known[key] = (position, mask)
         if ply + 2 <= depth:
             def move_of(key: int, position: int, mask: int) -> int:
-                forced = forced_move(position, mask)
-                return forced if forced is not None else lookup(position, mask)
+                forced = game.forced_move(position, mask)
+                return forced[0] if forced is not None else lookup(position, mask)
 
             tree[ply + 2] = next_agent_nodes(known, move_of)
 

@@ -42,13 +42,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectx_az import files
+from connectx_az import files, paths
 from connectx_az.agent import onnx_numpy
 from connectx_az.engine import book
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-#: the opening book shipped with the package (``connectx-az book`` writes one; ``data/book/README.md``)
-DEFAULT_BOOK = PACKAGE_DIR / "data" / "book" / "book.bin"
+#: where the pasted sources are read from (a test points it at a copy)
+PACKAGE_DIR = paths.PACKAGE_DIR
 #: the pasted folders, in load order: every module of each (``pasted_modules``)
 PASTED = ("engine", "agent")
 OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba"})  # the agent plays on without these
@@ -259,7 +258,7 @@ def build_submission(
     *,
     metadata: dict | None = None,
     expected_sha256: str | None = None,
-    book_path: str | Path | None = DEFAULT_BOOK,
+    book_path: str | Path | None = paths.DEFAULT_BOOK,
 ) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 

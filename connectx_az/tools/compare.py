@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from connectx_az import extras, files
+from connectx_az import extras, files, paths
 from connectx_az.benchmarks import pons
 from connectx_az.evaluation import grading
 
@@ -48,8 +48,7 @@ RULE = (f"The candidate may ship when no Pons set is worse in either runtime (wo
         f"on the positions only one file gets wrong gives p < {ALPHA:g}), every game against negamax is won, the "
         f"duel against the noisy perfect opponent has no value-losing move and no timeout or error, and the "
         f"network alone (MCTS {SIMULATIONS}) is not worse on any set by the same test.")
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-SHIPPED_MODEL = PACKAGE_DIR / "models" / "default.onnx"
+SHIPPED_MODEL = paths.DEFAULT_MODEL
 
 
 class CompareError(ValueError):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az import files
+from connectx_az import files, paths
 from connectx_az.engine import game
 
 #: the fields of a labels file, and their dtypes
@@ -36,7 +36,7 @@ BUILTIN = "builtin"
 
 
 #: that file: 16,373 random openings of 4-12 plies, 11,352 with their best moves (``data/labels/README.md``)
-BUILTIN_PATH = Path(__file__).parent.parent / "data" / "labels" / "openings.npz"
+BUILTIN_PATH = paths.BUILTIN_LABELS
 
 
 #: how the shipped file was made: the command a user runs to make one like it
