@@ -65,8 +65,8 @@ MUTATIONS = (
     Mutation("win-check-diagonal", GAME, "for shift in (1, _H1 - 1, _H1, _H1 + 1):", "for shift in (1, _H1 - 1, _H1):",
              ("tests/test_game.py",), "one diagonal's four in a row is not a win"),
     # the agent's move choice and its safety net (pasted)
-    Mutation("agent-block", TEMPLATE, "threats = game.winning_cols(position ^ mask, mask)",
-             "threats = game.winning_cols(position, mask)", ("tests/test_agent.py",),
+    Mutation("agent-block", GAME, "threats = winning_cols(position ^ mask, mask)",
+             "threats = winning_cols(position, mask)", ("tests/test_agent.py",),
              "the forced block looks at the side to move's own wins, not the opponent's threats"),
     Mutation("fallback-win-first", FALLBACK, "for who in (mark, other):", "for who in (other, mark):",
              ("tests/test_agent.py",), "the safety net blocks where it could win at once"),
