@@ -1,8 +1,8 @@
 """Run the exported policy-value ONNX graph with numpy alone. Standard library and numpy only.
 
 The Kaggle image has numpy but very likely no onnxruntime, and this module is
-pasted verbatim into ``submission.py``, so it carries its own reader for the
-protobuf wire format and executes only the handful of operators that
+pasted verbatim into ``submission.py``, so it reads the file with ``onnx_proto`` (the
+protobuf wire format) and executes only the handful of operators that
 ``connectx_az.training.export`` produces::
 
     Conv (any square kernel, symmetric pads, stride 1, group 1), Relu, Add,
@@ -10,9 +10,8 @@ protobuf wire format and executes only the handful of operators that
     GlobalAveragePool, Concat (the last two for a value head with pooling)
 
 Any other operator is rejected with a ``ValueError`` when the model is loaded,
-never half-way through a game.  Bytes that are not a valid model (truncated,
-corrupt, not ONNX at all) also raise ``ValueError``; every read is bounds-checked
-and every loop advances, so bad input can never hang the reader.
+never half-way through a game.  Bytes that are not a valid model also raise
+``ValueError`` (``onnx_proto``).
 
 Execution is tuned for a 6x7 board and tiny batches.  Feature maps between
 convolutions are kept channels-last (``[B, H, W, C]``), so a 3x3 convolution is
@@ -34,353 +33,16 @@ import math
 
 import numpy as np
 
-# ---------------------------------------------------------------------------
-# protobuf wire format
+from connectx_az.agent import onnx_proto
 
-_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
-
-# TensorProto.DataType -> numpy dtype (little-endian, as ONNX stores raw_data)
-_DTYPES = {
-    1: np.dtype("<f4"),  # FLOAT
-    2: np.dtype("u1"),  # UINT8
-    3: np.dtype("i1"),  # INT8
-    4: np.dtype("<u2"),  # UINT16
-    5: np.dtype("<i2"),  # INT16
-    6: np.dtype("<i4"),  # INT32
-    7: np.dtype("<i8"),  # INT64
-    9: np.dtype("?"),  # BOOL
-    10: np.dtype("<f2"),  # FLOAT16
-    11: np.dtype("<f8"),  # DOUBLE
-}
-_FLOAT, _INT64, _FLOAT16 = 1, 7, 10
-_MAX_ELEMENTS = 1 << 28  # no real policy-value net comes close; guards absurd dims
 _IM2COL_ROWS = 96  # output cells per convolution matmul: two 6x7 boards
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Decode one base-128 varint at ``pos``; returns ``(value, next_pos)``."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _signed64(value: int) -> int:
-    """Two's-complement reading of a varint-encoded int64/int32."""
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _fields(buf: bytes, pos: int, end: int):
-    """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``.
-
-    ``value`` is an int for varint and fixed-width fields and a ``(start, stop)``
-    pair of offsets into ``buf`` for length-delimited ones.
-    """
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        field, wire = key >> 3, key & 7
-        if field == 0:
-            raise ValueError("field number 0")
-        if wire == _VARINT:
-            value, pos = _varint(buf, pos, end)
-        elif wire == _LEN:
-            size, pos = _varint(buf, pos, end)
-            if size > end - pos:
-                raise ValueError(f"field {field} claims {size} bytes but only {end - pos} remain")
-            value = (pos, pos + size)
-            pos += size
-        elif wire == _FIXED64:
-            if pos + 8 > end:
-                raise ValueError("truncated fixed64")
-            value = int.from_bytes(buf[pos:pos + 8], "little")
-            pos += 8
-        elif wire == _FIXED32:
-            if pos + 4 > end:
-                raise ValueError("truncated fixed32")
-            value = int.from_bytes(buf[pos:pos + 4], "little")
-            pos += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire} (field {field})")
-        yield field, wire, value
-
-
-def _text(buf: bytes, span: tuple[int, int]) -> str:
-    return buf[span[0]:span[1]].decode("utf-8")
-
-
-def _ints(buf: bytes, wire: int, value, out: list[int]) -> None:
-    """Append a repeated int64 field, packed (``_LEN``) or not."""
-    if wire == _VARINT:
-        out.append(_signed64(value))
-    elif wire == _LEN:
-        pos, end = value
-        while pos < end:
-            item, pos = _varint(buf, pos, end)
-            out.append(_signed64(item))
-    else:
-        raise ValueError(f"integer field with wire type {wire}")
-
-
-def _floats(buf: bytes, wire: int, value, out: list[float]) -> None:
-    """Append a repeated float field, packed (``_LEN``) or not."""
-    if wire == _FIXED32:
-        out.append(float(np.array([value], np.uint32).view(np.float32)[0]))
-    elif wire == _LEN:
-        start, stop = value
-        if (stop - start) % 4:
-            raise ValueError("packed float field is not a multiple of 4 bytes")
-        out.extend(np.frombuffer(buf, "<f4", (stop - start) // 4, start).tolist())
-    else:
-        raise ValueError(f"float field with wire type {wire}")
-
-
-def _tensor(buf: bytes, start: int, end: int, *, widen: bool = True) -> tuple[str, np.ndarray]:
-    """Decode a TensorProto into ``(name, array)``; FLOAT16 comes back as float32 if ``widen``."""
-    name = ""
-    dims: list[int] = []
-    data_type = 0
-    raw = None
-    float_data: list[float] = []
-    int32_data: list[int] = []
-    int64_data: list[int] = []
-    for field, wire, value in _fields(buf, start, end):
-        if field == 1:
-            _ints(buf, wire, value, dims)
-        elif field == 2 and wire == _VARINT:
-            data_type = value
-        elif field == 4:
-            _floats(buf, wire, value, float_data)
-        elif field == 5:
-            _ints(buf, wire, value, int32_data)
-        elif field == 7:
-            _ints(buf, wire, value, int64_data)
-        elif field == 8 and wire == _LEN:
-            name = _text(buf, value)
-        elif field == 9 and wire == _LEN:
-            raw = value
-        elif field in (13, 14) and (wire != _VARINT or value != 0):
-            raise ValueError(f"tensor {name!r} keeps its data in an external file, which is not supported")
-    dtype = _DTYPES.get(data_type)
-    if dtype is None:
-        raise ValueError(f"tensor {name!r} has unsupported data type {data_type}")
-    if any(d < 0 for d in dims):
-        raise ValueError(f"tensor {name!r} has negative dimensions {dims}")
-    count = math.prod(dims)
-    if count > _MAX_ELEMENTS:
-        raise ValueError(f"tensor {name!r} is implausibly large ({count} elements)")
-    if raw is not None:
-        nbytes = raw[1] - raw[0]
-        if nbytes != count * dtype.itemsize:
-            raise ValueError(f"tensor {name!r}: raw_data holds {nbytes} bytes, dims {dims} need "
-                             f"{count * dtype.itemsize}")
-        array = np.frombuffer(buf, dtype, count, raw[0])
-    elif float_data and data_type == _FLOAT:
-        array = np.array(float_data, np.float32)
-    elif int32_data and data_type in (2, 3, 4, 5, 6, 9, _FLOAT16):
-        if data_type == _FLOAT16:  # float16 bit patterns travel in int32_data
-            array = np.array(int32_data, np.int64).astype(np.uint16).view(np.float16)
-        else:
-            array = np.array(int32_data, np.int64).astype(dtype)
-    elif int64_data and data_type == _INT64:
-        array = np.array(int64_data, np.int64)
-    elif count == 0:
-        array = np.zeros(0, dtype)
-    else:
-        raise ValueError(f"tensor {name!r} has no data in a supported field")
-    if array.size != count:
-        raise ValueError(f"tensor {name!r}: {array.size} values for dims {dims}")
-    array = array.reshape(dims)
-    if widen and array.dtype == np.float16:
-        array = array.astype(np.float32)
-    return name, array
-
-
-class Node:
-    """One NodeProto: ``op_type``, ``inputs``/``outputs`` (names, ``""`` = absent), ``attrs``."""
-
-    __slots__ = ("op_type", "domain", "name", "inputs", "outputs", "attrs")
-
-    def __init__(self) -> None:
-        self.op_type = ""
-        self.domain = ""
-        self.name = ""
-        self.inputs: list[str] = []
-        self.outputs: list[str] = []
-        self.attrs: dict[str, object] = {}
-
-
-def _attribute(buf: bytes, start: int, end: int) -> tuple[str, object]:
-    """Decode an AttributeProto into ``(name, value)``.
-
-    Values: FLOAT -> float, INT -> int, STRING -> bytes, TENSOR -> ndarray,
-    FLOATS/INTS/STRINGS -> list; graph-valued attributes come back as ``None``
-    (no operator we run has one).
-    """
-    name = ""
-    kind = 0
-    scalar_f = scalar_i = text = tensor = None
-    floats: list[float] = []
-    ints: list[int] = []
-    strings: list[bytes] = []
-    for field, wire, value in _fields(buf, start, end):
-        if field == 1 and wire == _LEN:
-            name = _text(buf, value)
-        elif field == 20 and wire == _VARINT:
-            kind = value
-        elif field == 2 and wire == _FIXED32:
-            scalar_f = float(np.array([value], np.uint32).view(np.float32)[0])
-        elif field == 3 and wire == _VARINT:
-            scalar_i = _signed64(value)
-        elif field == 4 and wire == _LEN:
-            text = bytes(buf[value[0]:value[1]])
-        elif field == 5 and wire == _LEN:
-            tensor = _tensor(buf, *value)[1]
-        elif field == 7:
-            _floats(buf, wire, value, floats)
-        elif field == 8:
-            _ints(buf, wire, value, ints)
-        elif field == 9 and wire == _LEN:
-            strings.append(bytes(buf[value[0]:value[1]]))
-    by_kind = {1: scalar_f, 2: scalar_i, 3: text, 4: tensor, 6: floats, 7: ints, 8: strings}
-    if kind in by_kind:
-        return name, by_kind[kind]
-    for guess in (tensor, scalar_f, scalar_i, text):  # producers that omit ``type``
-        if guess is not None:
-            return name, guess
-    return name, floats or ints or strings or None
-
-
-def _node(buf: bytes, start: int, end: int) -> Node:
-    node = Node()
-    for field, wire, value in _fields(buf, start, end):
-        if wire != _LEN:
-            continue
-        if field == 1:
-            node.inputs.append(_text(buf, value))
-        elif field == 2:
-            node.outputs.append(_text(buf, value))
-        elif field == 3:
-            node.name = _text(buf, value)
-        elif field == 4:
-            node.op_type = _text(buf, value)
-        elif field == 7:
-            node.domain = _text(buf, value)
-        elif field == 5:
-            attr_name, attr_value = _attribute(buf, *value)
-            node.attrs[attr_name] = attr_value
-    return node
-
-
-def _value_info(buf: bytes, start: int, end: int) -> tuple[str, int, list[int | str | None]]:
-    """ValueInfoProto -> ``(name, elem_type, shape)``; unknown dimensions are a name or None."""
-    name = ""
-    elem_type = 0
-    shape: list[int | str | None] = []
-    for field, wire, value in _fields(buf, start, end):
-        if field == 1 and wire == _LEN:
-            name = _text(buf, value)
-        elif field == 2 and wire == _LEN:  # TypeProto
-            for f2, w2, v2 in _fields(buf, *value):
-                if f2 != 1 or w2 != _LEN:  # tensor_type only
-                    continue
-                for f3, w3, v3 in _fields(buf, *v2):
-                    if f3 == 1 and w3 == _VARINT:
-                        elem_type = v3
-                    elif f3 == 2 and w3 == _LEN:  # TensorShapeProto
-                        for f4, w4, v4 in _fields(buf, *v3):
-                            if f4 != 1 or w4 != _LEN:
-                                continue
-                            dim: int | str | None = None
-                            for f5, w5, v5 in _fields(buf, *v4):
-                                if f5 == 1 and w5 == _VARINT:
-                                    dim = _signed64(v5)
-                                elif f5 == 2 and w5 == _LEN:
-                                    dim = _text(buf, v5)
-                            shape.append(dim)
-    return name, elem_type, shape
-
-
-class Graph:
-    """The parts of ModelProto/GraphProto that execution needs (``read_graph`` fills the last four)."""
-
-    def __init__(self) -> None:
-        self.nodes: list[Node] = []
-        self.initializers: dict[str, np.ndarray] = {}
-        self.inputs: list[tuple[str, int, list]] = []
-        self.outputs: list[tuple[str, int, list]] = []
-        self.opsets: dict[str, int] = {}
-        self.ir_version = 0
-        self.metadata: dict[str, str] = {}
-        self.num_float16 = 0  # initializers stored as float16
-        self.opset = 0  # of the default domain
-        self.input_name = ""  # the one graph input that is not an initializer
-        self.input_shape: tuple = ()
-        self.output_names: list[str] = []
-
-
-def _parse_model(buf: bytes) -> Graph:
-    graph = Graph()
-    graph_span = None
-    for field, wire, value in _fields(buf, 0, len(buf)):
-        if field == 1 and wire == _VARINT:
-            graph.ir_version = value
-        elif field == 7 and wire == _LEN:
-            graph_span = value
-        elif field == 8 and wire == _LEN:  # OperatorSetIdProto
-            domain, version = "", 0
-            for f2, w2, v2 in _fields(buf, *value):
-                if f2 == 1 and w2 == _LEN:
-                    domain = _text(buf, v2)
-                elif f2 == 2 and w2 == _VARINT:
-                    version = v2
-            graph.opsets[domain] = version
-        elif field == 14 and wire == _LEN:  # StringStringEntryProto
-            key = text = ""
-            for f2, w2, v2 in _fields(buf, *value):
-                if f2 == 1 and w2 == _LEN:
-                    key = _text(buf, v2)
-                elif f2 == 2 and w2 == _LEN:
-                    text = _text(buf, v2)
-            graph.metadata[key] = text
-    if graph_span is None:
-        raise ValueError("no graph found")
-    for field, wire, value in _fields(buf, *graph_span):
-        if wire != _LEN:
-            continue
-        if field == 1:
-            graph.nodes.append(_node(buf, *value))
-        elif field == 5:
-            name, array = _tensor(buf, *value, widen=False)
-            if array.dtype == np.float16:
-                graph.num_float16 += 1
-                array = array.astype(np.float32)
-            graph.initializers[name] = array
-        elif field == 11:
-            graph.inputs.append(_value_info(buf, *value))
-        elif field == 12:
-            graph.outputs.append(_value_info(buf, *value))
-        elif field == 15:
-            raise ValueError("sparse initializers are not supported")
-    if not graph.nodes or not graph.outputs:
-        raise ValueError("the graph has no nodes or no outputs")
-    return graph
 
 
 # ---------------------------------------------------------------------------
 # operators on ONNX-layout (dense) arrays; also used for constant folding
 
 
-def _axes(node: Node, args: list, opset: int) -> list[int] | None:
+def _axes(node: onnx_proto.Node, args: list, opset: int) -> list[int] | None:
     """``axes`` of Squeeze/Unsqueeze: an attribute before opset 13, an input after."""
     if len(args) > 1 and args[1] is not None:
         return [int(a) for a in np.asarray(args[1]).reshape(-1)]
@@ -388,7 +50,7 @@ def _axes(node: Node, args: list, opset: int) -> list[int] | None:
     return None if value is None else [int(a) for a in value]
 
 
-def _dense_op(node: Node, args: list, opset: int) -> np.ndarray:
+def _dense_op(node: onnx_proto.Node, args: list, opset: int) -> np.ndarray:
     """Evaluate one non-Conv operator on ONNX-layout arrays."""
     op = node.op_type
     x = args[0] if args else None
@@ -401,7 +63,7 @@ def _dense_op(node: Node, args: list, opset: int) -> np.ndarray:
     if op == "Add":
         return x + args[1]
     if op == "Cast":
-        dtype = _DTYPES.get(int(node.attrs.get("to", 0)))
+        dtype = onnx_proto.DTYPES.get(int(node.attrs.get("to", 0)))
         if dtype is None:
             raise ValueError(f"Cast to unsupported type {node.attrs.get('to')}")
         return np.asarray(x).astype(np.float32 if dtype == np.float16 else dtype)
@@ -460,8 +122,9 @@ SUPPORTED_OPS = frozenset(
 # the checked graph
 
 
-def read_graph(data: bytes) -> Graph:
-    """Parse ONNX bytes into a ``Graph`` with ``opset``, ``input_name``, ``input_shape`` and ``output_names`` set.
+def read_graph(data: bytes) -> onnx_proto.Graph:
+    """Parse ONNX bytes into an ``onnx_proto.Graph`` with ``opset``, ``input_name``, ``input_shape``
+    and ``output_names`` set.
 
     Raises ``ValueError`` for bytes that are not a readable ONNX model, an
     operator outside ``SUPPORTED_OPS``, or other than one graph input besides
@@ -471,7 +134,7 @@ def read_graph(data: bytes) -> Graph:
         raise ValueError(f"model must be bytes, got {type(data).__name__}")
     buf = bytes(data)
     try:
-        graph = _parse_model(buf)
+        graph = onnx_proto.parse_model(buf)
     except ValueError as exc:
         raise ValueError(f"not a readable ONNX model ({len(buf)} bytes): {exc}") from None
     except (IndexError, UnicodeDecodeError, OverflowError, TypeError) as exc:
@@ -491,7 +154,7 @@ def read_graph(data: bytes) -> Graph:
     return graph
 
 
-def fold_constants(graph: Graph) -> tuple[dict[str, np.ndarray], list[Node]]:
+def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list[onnx_proto.Node]]:
     """``(consts, nodes)``: the values known at load time, and the nodes left to run, in graph order.
 
     ``consts`` holds the initializers and the outputs of every node whose
@@ -503,7 +166,7 @@ def fold_constants(graph: Graph) -> tuple[dict[str, np.ndarray], list[Node]]:
     """
     consts: dict[str, np.ndarray] = dict(graph.initializers)
     known = {graph.input_name}
-    nodes: list[Node] = []
+    nodes: list[onnx_proto.Node] = []
     try:
         for node in graph.nodes:
             if not node.outputs:
@@ -524,7 +187,7 @@ def fold_constants(graph: Graph) -> tuple[dict[str, np.ndarray], list[Node]]:
     return consts, nodes
 
 
-def conv_pads(node: Node, weight: np.ndarray) -> tuple[int, int, int, int]:
+def conv_pads(node: onnx_proto.Node, weight: np.ndarray) -> tuple[int, int, int, int]:
     """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``; refuses what we do not run.
 
     Raises ``ValueError`` unless the convolution is 2-d with explicit pads,
@@ -542,7 +205,7 @@ def conv_pads(node: Node, weight: np.ndarray) -> tuple[int, int, int, int]:
     return int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])
 
 
-def gemm_weights(node: Node, consts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+def gemm_weights(node: onnx_proto.Node, consts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
     """``(weight float32[K, N], bias float32[N] or None)`` of a Gemm with constant B, ``alpha``/``beta`` applied.
 
     The node then computes ``x @ weight + bias``.  Raises ``ValueError`` for a
@@ -570,7 +233,7 @@ def _to_dense(x: np.ndarray, is_nhwc: bool) -> np.ndarray:
 class _Conv:
     """Conv as im2col + one matmul on channels-last maps; weights prepared once."""
 
-    def __init__(self, node: Node, weight: np.ndarray, bias: np.ndarray | None) -> None:
+    def __init__(self, node: onnx_proto.Node, weight: np.ndarray, bias: np.ndarray | None) -> None:
         self.pads = conv_pads(node, weight)  # top, left, bottom, right
         cout, cin, kh, kw = weight.shape
         self.name = node.name
@@ -666,7 +329,7 @@ class NumpyOnnxModel:
 
     # -- load time ----------------------------------------------------------------
 
-    def _compile(self, consts: dict[str, np.ndarray], nodes: list[Node]) -> None:
+    def _compile(self, consts: dict[str, np.ndarray], nodes: list[onnx_proto.Node]) -> None:
         """Turn the nodes left after ``fold_constants`` into a list of steps."""
         nhwc: dict[str, bool] = {self.input_name: False}
         uses = value_uses(nodes, self.output_names)
@@ -798,7 +461,7 @@ def policy_and_value(outputs: dict[str, np.ndarray], output_names: list[str]) ->
     return np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32).reshape(-1)
 
 
-def value_uses(nodes: list[Node], output_names: list[str]) -> dict[str, int]:
+def value_uses(nodes: list[onnx_proto.Node], output_names: list[str]) -> dict[str, int]:
     """How many nodes read each value, graph outputs counted twice more: a value read once may be
     overwritten in place by its reader, never a graph output (shared by every runtime of the graph)."""
     uses: dict[str, int] = {}
