@@ -38,252 +38,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
-from connectx_az.engine import game
+from connectx_az.engine import game, search_tree
+
+# The tree's types and its expansion (``search_tree``), named here too: callers see the search as one module.
+Evaluator, SearchConfig, Tree = search_tree.Evaluator, search_tree.SearchConfig, search_tree.Tree
+expand, masked_softmax, add_root_noise = search_tree.expand, search_tree.masked_softmax, search_tree.add_root_noise
 
 A = game.NUM_ACTIONS
+
 _MAX_DEPTH = game.NUM_CELLS + 1
-_UNKNOWN = np.float32(np.nan)
 # Added to the PUCT score of a move into a proven position (see ``Tree.score_bias``).
 _WIN_BIAS = np.float32(1e9)
 _LOSS_BIAS = np.float32(-1e6)
-
-
-class Evaluator(Protocol):
-    """Anything that scores positions: a torch net, onnxruntime, numpy, a test double."""
-
-    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
-        ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchConfig:
-    """Search hyper-parameters.
-
-    Values here are on the ``[-1, 1]`` scale (loss to win), from the side to
-    move at the edge's parent.  A constant published for a ``[0, 1]`` scale
-    (win probability, a draw at 0.5) must be converted before use; each
-    definition below says how.
-
-    ``c_puct`` weighs the prior in PUCT (Silver et al. 2017):
-    ``score = Q + c_puct * P * sqrt(max(N_parent, 1)) / (1 + N_child)``, with
-    ``N_parent`` the sum of the node's edge visits and ``P`` the prior (with
-    the root's Dirichlet noise mixed in).  On a ``[0, 1]`` value scale the same
-    balance needs half the constant: a published ``c_puct`` of 1.5 there is 3.0
-    here.
-
-    First-play urgency: an unvisited edge takes
-    ``Q = base - fpu_reduction``, where ``base`` is the parent's mean value
-    (its net value and backed-up values averaged; Leela-style, the default)
-    or, with ``fpu_absolute``, a draw (0).  A published FPU given as the
-    absolute value of an unvisited move on a ``[0, 1]`` scale, ``f``, is
-    ``fpu_absolute=True, fpu_reduction=1 - 2 f`` here (0.85 -> -0.7); one
-    given as a reduction from the parent's value on that scale doubles
-    (0.1 -> 0.2).
-
-    Root noise (self-play only, ``add_root_noise``): the root prior becomes
-    ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` over
-    the legal moves, with ``alpha = dirichlet_alpha``, or, when
-    ``dirichlet_alpha_total > 0``, ``alpha = dirichlet_alpha_total / (number
-    of legal moves)`` at that root (a published "alpha = 20 / legal moves" is
-    ``dirichlet_alpha_total=20``; with 7 legal moves that is alpha 2.9).
-    """
-
-    num_simulations: int = 200
-    c_puct: float = 2.0
-    fpu_reduction: float = 0.2
-    fpu_absolute: bool = False
-    dirichlet_alpha: float = 1.0
-    dirichlet_alpha_total: float = 0.0
-    dirichlet_fraction: float = 0.25
-    num_parallel: int = 1
-    virtual_loss: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.num_simulations < 1:
-            raise ValueError("num_simulations must be >= 1")
-        if self.c_puct <= 0:
-            raise ValueError("c_puct must be > 0")
-        if not -2 <= self.fpu_reduction <= 2:
-            raise ValueError("fpu_reduction must be in [-2, 2] (values are on the [-1, 1] scale)")
-        if self.dirichlet_alpha <= 0 or not 0 <= self.dirichlet_fraction <= 1:
-            raise ValueError("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]")
-        if self.dirichlet_alpha_total < 0:
-            raise ValueError("dirichlet_alpha_total must be >= 0 (0: use dirichlet_alpha)")
-        if self.num_parallel < 1:
-            raise ValueError("num_parallel must be >= 1")
-
-
-class Tree:
-    """``B`` search trees of up to ``capacity`` nodes each; node 0 of each is its first root.
-
-    Node arrays ``[B, N]``: ``position``/``mask`` (uint64 bitboards, side to move),
-    ``net_value`` (float32, evaluator's value, side to move), ``is_expanded`` (bool,
-    priors set), ``proven`` (float32, see module doc), ``node_visits`` and
-    ``node_value_sum`` (float32, the sums of the node's edge ``visits`` and
-    ``value_sum``, side to move).
-    Edge arrays ``[B, N, A]``: ``children`` (int32, ``-1`` = not created),
-    ``legal_mask`` (bool), ``prior`` (float32 probabilities, 0 for illegal
-    columns), ``visits`` and ``value_sum`` (float32, from the parent's side to
-    move), ``edge_proven`` (float32, ``-proven`` of the child, i.e. the proven
-    value of the move for the parent's side to move; NaN while unknown) and
-    ``score_bias`` (float32, added to the move's PUCT score: ``-inf`` for an
-    illegal column, ``+1e9`` for a proven win, ``-1e6`` for a proven loss, else 0).
-    ``root int32[B]`` is the node the next search starts from; ``num_nodes int32[B]``.
-    """
-
-    # (name, dtype, fill, per-edge): every array of the tree, for allocation and growth.
-    _ARRAYS = (
-        ("position", np.uint64, 0, False), ("mask", np.uint64, 0, False), ("net_value", np.float32, 0, False),
-        ("is_expanded", bool, False, False), ("proven", np.float32, _UNKNOWN, False),
-        ("node_visits", np.float32, 0, False), ("node_value_sum", np.float32, 0, False),
-        ("children", np.int32, -1, True), ("legal_mask", bool, False, True), ("prior", np.float32, 0, True),
-        ("visits", np.float32, 0, True), ("value_sum", np.float32, 0, True),
-        ("edge_proven", np.float32, _UNKNOWN, True), ("score_bias", np.float32, 0, True),
-    )
-
-    def __init__(self, position: np.ndarray, mask: np.ndarray, capacity: int = 64) -> None:
-        position = np.atleast_1d(np.asarray(position, dtype=np.uint64))
-        mask = np.atleast_1d(np.asarray(mask, dtype=np.uint64))
-        if position.shape != mask.shape or position.ndim != 1:
-            raise ValueError("position and mask must be 1-d arrays of the same length")
-        b = position.shape[0]
-        n = max(int(capacity), 2)
-        for name, dtype, fill, per_edge in self._ARRAYS:
-            setattr(self, name, np.full((b, n, A) if per_edge else (b, n), fill, dtype))
-        self.root = np.zeros(b, np.int32)
-        self.num_nodes = np.ones(b, np.int32)
-        self._init_nodes(np.arange(b), np.zeros(b, np.intp), position, mask)
-
-    def _init_nodes(self, b: np.ndarray, node: np.ndarray, position: np.ndarray, mask: np.ndarray) -> None:
-        """Fill the rules-derived fields of new nodes ``(b[i], node[i])``."""
-        legal = game.legal_mask(mask)
-        self.position[b, node] = position
-        self.mask[b, node] = mask
-        self.proven[b, node] = _terminal_value(position, mask)
-        self.legal_mask[b, node] = legal
-        self.score_bias[b, node] = np.where(legal, np.float32(0), np.float32(-np.inf))
-
-    @property
-    def batch_size(self) -> int:
-        return self.position.shape[0]
-
-    @property
-    def capacity(self) -> int:
-        return self.position.shape[1]
-
-    def ensure_capacity(self, num_new: int) -> None:
-        """Grow the node axis (doubling) so every tree can take ``num_new`` more nodes."""
-        need = int(self.num_nodes.max()) + num_new
-        if need <= self.capacity:
-            return
-        new_n = max(need, 2 * self.capacity)
-        for name, _, fill, _ in self._ARRAYS:
-            old = getattr(self, name)
-            grown = np.full((old.shape[0], new_n) + old.shape[2:], fill, old.dtype)
-            grown[:, : old.shape[1]] = old
-            setattr(self, name, grown)
-
-    def root_visits(self) -> np.ndarray:
-        """``float32[B, 7]`` visit counts of the root edges."""
-        b = np.arange(self.batch_size)
-        return self.visits[b, self.root].copy()
-
-    def root_value(self) -> np.ndarray:
-        """``float32[B]`` mean value of each root, side to move (proven value where known)."""
-        b = np.arange(self.batch_size)
-        root = self.root
-        mean = (self.net_value[b, root] + self.node_value_sum[b, root]) / (1.0 + self.node_visits[b, root])
-        proven = self.proven[b, root]
-        return np.where(np.isnan(proven), mean, proven).astype(np.float32)
-
-    def root_proven(self) -> np.ndarray:
-        """``float32[B]`` proven root value (+1/0/-1, side to move) or NaN."""
-        return self.proven[np.arange(self.batch_size), self.root].copy()
-
-    def proven_child_values(self) -> np.ndarray:
-        """``float32[B, 7]`` proven value of each root move for the side to move, NaN if unknown."""
-        return self.edge_proven[np.arange(self.batch_size), self.root].copy()
-
-    def advance(self, index: int, cols: list[int]) -> bool:
-        """Move tree ``index``'s root down the played ``cols``, keeping the subtree.
-
-        Returns False (leaving the root unchanged) when a column leads to a
-        node the tree never created; the caller then starts a new tree.
-        """
-        node = int(self.root[index])
-        for col in cols:
-            child = int(self.children[index, node, col])
-            if child < 0:
-                return False
-            node = child
-        self.root[index] = node
-        return True
-
-
-def _terminal_value(position: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``float32[...]``: -1 lost, 0 drawn for the side to move; NaN while the game goes on."""
-    lost = game.is_win(game.mover_stones(position, mask))
-    full = game.is_full(mask)
-    return np.where(lost, -1.0, np.where(full, 0.0, np.nan)).astype(np.float32)
-
-
-def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """``float32[..., 7]`` probabilities over legal columns only."""
-    z = np.where(legal, logits.astype(np.float32), -np.inf)
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.where(legal, np.exp(z), 0.0)
-    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
-
-
-def expand(
-    tree: Tree,
-    b: np.ndarray,
-    node: np.ndarray,
-    evaluator: Evaluator,
-) -> None:
-    """Evaluate nodes ``(b[i], node[i])`` in one call; set their priors and net values.
-
-    Proven (terminal) nodes are skipped: the rules score them.
-    """
-    live = np.isnan(tree.proven[b, node]) & ~tree.is_expanded[b, node]
-    if not live.any():
-        return
-    key = np.unique(b[live].astype(np.int64) * tree.capacity + node[live])
-    _evaluate(tree, key // tree.capacity, key % tree.capacity, evaluator)
-
-
-def _evaluate(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evaluator) -> None:
-    """``expand`` for distinct open nodes, in the order given (``expand`` sorts them)."""
-    position, mask = tree.position[b, node], tree.mask[b, node]
-    logits, value = evaluator.evaluate(game.encode(position, mask))
-    tree.prior[b, node] = masked_softmax(np.asarray(logits), tree.legal_mask[b, node])
-    tree.net_value[b, node] = np.clip(np.asarray(value, np.float32).reshape(-1), -1.0, 1.0)
-    tree.is_expanded[b, node] = True
-
-
-def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -> None:
-    """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play).
-
-    ``alpha`` is ``config.dirichlet_alpha``, or ``dirichlet_alpha_total`` over
-    each root's number of legal moves (see ``SearchConfig``).
-    """
-    b = np.arange(tree.batch_size)
-    root = tree.root
-    legal = tree.legal_mask[b, root]
-    if config.dirichlet_alpha_total > 0:
-        alpha = config.dirichlet_alpha_total / np.maximum(legal.sum(axis=1, keepdims=True), 1)
-        gamma = rng.gamma(np.broadcast_to(alpha, legal.shape)) * legal
-    else:
-        gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
-    noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
-    frac = config.dirichlet_fraction
-    tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)
 
 
 # --------------------------------------------------------------------------- the walk down and new leaves
@@ -621,7 +390,7 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
         trees = np.zeros(k, np.intp)
         leaf, open_leaves = _add_leaves_one(tree, path_node, path_action, depth)
         if open_leaves.size:
-            _evaluate(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
+            search_tree.evaluate_nodes(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
     else:
         _select(tree, config, virtual_loss, path_node, path_action, depth, root_actions)
         trees = np.tile(np.arange(bsz), k)

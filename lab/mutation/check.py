@@ -44,7 +44,7 @@ class Mutation:
 
 MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py", "connectx_az/agent/template.py"
 TRAIN, RUNS, GAME = "connectx_az/training/train.py", "connectx_az/training/runs.py", "connectx_az/engine/game.py"
-FALLBACK = "connectx_az/agent/fallback.py"
+FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
 
 MUTATIONS = (
     # the search (pasted)
@@ -58,7 +58,7 @@ MUTATIONS = (
     Mutation("fpu-sign", MCTS, "node_value / (1.0 + node_visits) - fpu_reduction",
              "node_value / (1.0 + node_visits) + fpu_reduction",
              ("tests/test_mcts.py",), "unvisited moves score above the parent's value (the single-tree walk)"),
-    Mutation("terminal-value", MCTS, "return np.where(lost, -1.0, np.where(full, 0.0, np.nan))",
+    Mutation("terminal-value", SEARCH_TREE, "return np.where(lost, -1.0, np.where(full, 0.0, np.nan))",
              "return np.where(lost, 1.0, np.where(full, 0.0, np.nan))",
              ("tests/test_mcts.py",), "a lost terminal position scores as a win"),
     # the rules (pasted)
