@@ -17,6 +17,7 @@ from connectx_az.benchmarks import pons
 from connectx_az.cli import main as cli_main
 from connectx_az.engine import game, solver
 from connectx_az.evaluation import duel
+from connectx_az.evaluation import oracle as referee
 
 # End-Easy: the side to move (the first player, 34 stones) wins by column 2 or 6 (1-based); column 1 loses
 WON = "7422341735647741166133573473242566"
@@ -34,8 +35,8 @@ def _file(tmp_path: Path, source: str, name: str = "submission.py") -> Path:
     return path
 
 
-def _oracle(max_nodes: int = 10_000_000) -> duel.Oracle:
-    return duel.Oracle(solver.Solver(), duel.SolvedCache(None), max_nodes=max_nodes)
+def _oracle(max_nodes: int = 10_000_000) -> referee.Oracle:
+    return referee.Oracle(solver.Solver(), referee.SolvedCache(None), max_nodes=max_nodes)
 
 
 def _duel(submission: Path, **kwargs: object) -> duel.DuelReport:
@@ -48,13 +49,13 @@ def test_the_opponent_keeps_the_value_at_noise_0() -> None:
     oracle = _oracle()
     positions = pons.load_set("End-Easy", limit=30)
     for k, p in enumerate(positions):
-        col, kind = duel.opponent_move(oracle, *pons.position_of(p), np.random.default_rng(k), 0.0)
+        col, kind = referee.opponent_move(oracle, *pons.position_of(p), np.random.default_rng(k), 0.0)
         assert kind == "kept"
         assert p.move_scores[col] is not None and np.sign(p.move_scores[col]) == p.result, p.moves
         if p.result < 0:  # lost: the longest defence, by the exact scores
             assert p.move_scores[col] == p.score, p.moves
     # the choice among value-keeping columns is random: here both winning columns come up
-    chosen = {duel.opponent_move(oracle, *game.from_moves(WON), np.random.default_rng(seed), 0.0)[0]
+    chosen = {referee.opponent_move(oracle, *game.from_moves(WON), np.random.default_rng(seed), 0.0)[0]
               for seed in range(20)}
     assert chosen == {1, 5}
 
@@ -62,7 +63,7 @@ def test_the_opponent_keeps_the_value_at_noise_0() -> None:
 def test_noise_1_plays_random_legal_moves_and_solves_nothing() -> None:
     oracle = _oracle()
     position, mask = game.from_moves(WON)
-    moves = [duel.opponent_move(oracle, position, mask, np.random.default_rng(seed), 1.0) for seed in range(200)]
+    moves = [referee.opponent_move(oracle, position, mask, np.random.default_rng(seed), 1.0) for seed in range(200)]
     assert {kind for _, kind in moves} == {"noise"}
     assert {col for col, _ in moves} == set(game.legal_cols(mask))
     assert oracle.stats.nodes == 0 and len(oracle.cache) == 0
@@ -83,7 +84,7 @@ def test_seats_alternate_and_games_are_reported(tmp_path: Path) -> None:
 def test_a_value_losing_move_is_reported_with_the_moves_that_keep_the_value(tmp_path: Path) -> None:
     report = _duel(_file(tmp_path, LEFTMOST), games_per_seat=1)
     first = report.games[0]  # seat 1: the file is to move in the won position and plays column 1
-    loss = duel.MoveCheck(WON, 0, "lost", 1, -1, (1, 5))
+    loss = referee.MoveCheck(WON, 0, "lost", 1, -1, (1, 5))
     assert first.value_losses[0] == loss
     assert first.first_won_ply == len(WON) and first.result == -1 and not first.converted
     assert report.num_value_losses >= 1 and report.num_unconverted == 1 and report.failed
@@ -96,9 +97,9 @@ def test_a_value_losing_move_is_reported_with_the_moves_that_keep_the_value(tmp_
 def test_moves_the_solver_cannot_prove_are_unchecked_never_kept() -> None:
     p = pons.load_set("Middle-Easy", limit=1)[0]
     col = next(c for c in p.best_cols)  # a good move, but the budget is too small to say so
-    check = duel.check_move(_oracle(max_nodes=5), p.moves, col)
+    check = referee.check_move(_oracle(max_nodes=5), p.moves, col)
     assert check.verdict == "unchecked"
-    assert duel.check_move(_oracle(max_nodes=5), "445566", 6).verdict == "kept"  # a win at once needs no search
+    assert referee.check_move(_oracle(max_nodes=5), "445566", 6).verdict == "kept"  # a win at once needs no search
 
 
 def test_a_duel_reports_what_it_could_not_check(tmp_path: Path) -> None:

@@ -31,11 +31,9 @@ import json
 import logging
 import os
 import select
-import sqlite3
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,17 +43,15 @@ from typing import IO, Any
 
 import numpy as np
 
-from connectx_az.engine import book, game, solver
+from connectx_az.engine import game
 from connectx_az.evaluation import kaggle_io
+from connectx_az.evaluation import oracle as referee
 
 #: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
 DEFAULT_MAX_NODES = 1_000_000_000
 #: seconds a move may run past what its clock and bank allow before the duel cuts it off (the verdict is
 #: the child's own timing; the cut-off only ends a file that hangs)
 CUT_OFF_GRACE = 5.0
-#: the kinds of the opponent's moves: a random column (``noise``), one proven to keep the position's
-#: result (``kept``), or the best known where the solver could not prove the result (``unproven``)
-OPPONENT_KINDS = ("kept", "noise", "unproven")
 
 log = logging.getLogger(__name__)
 
@@ -64,256 +60,11 @@ class DuelError(ValueError):
     """A duel that cannot start: a bad opening, a file that is not a submission, an unreadable cache."""
 
 
-def _pons(cols: list[int]) -> str:
-    return "".join(str(c + 1) for c in cols)
-
-
-# --------------------------------------------------------------------------- solved positions
-
-
-class SolvedCache:
-    """Proven results and exact scores of positions, kept in an sqlite file (standard library).
-
-    Rows are ``(key, exact, value, nodes)``: ``key`` is ``book.canonical_key``'s (a position and its mirror
-    share a row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is
-    ``NULL`` where the solver gave up after ``nodes`` nodes (so that a later run with no larger
-    budget does not try again).  Every row is committed as it is written, in sqlite's write-ahead
-    log: a run killed at any instant keeps every row written before.  ``path`` ``None`` keeps the
-    rows in memory only.  Raises ``DuelError`` for a file that is not such a cache.
-    """
-
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = None if path is None else Path(path)
-        self._rows: dict[tuple[int, bool], tuple[int | None, int]] = {}
-        try:
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(":memory:" if self.path is None else str(self.path))
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL commits survive a killed process
-            self._db.execute("CREATE TABLE IF NOT EXISTS solved (key INTEGER NOT NULL, exact INTEGER NOT NULL, "
-                             "value INTEGER, nodes INTEGER NOT NULL, PRIMARY KEY (key, exact)) WITHOUT ROWID")
-            for key, exact, value, nodes in self._db.execute("SELECT key, exact, value, nodes FROM solved"):
-                self._rows[key, bool(exact)] = (value, nodes)
-        except sqlite3.DatabaseError as exc:
-            raise DuelError(f"{path} is not a cache of solved positions ({exc})") from None
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def get(self, key: int, exact: bool) -> tuple[int | None, int] | None:
-        """``(value, nodes)`` of a key (value ``None``: unproven within ``nodes``), or ``None`` if never tried."""
-        return self._rows.get((key, exact))
-
-    def put(self, key: int, exact: bool, value: int | None, nodes: int) -> None:
-        self._rows[key, exact] = (value, nodes)
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO solved VALUES (?, ?, ?, ?)", (key, int(exact), value, nodes))
-
-    def close(self) -> None:
-        self._db.close()
-
-
-@dataclass
-class SolveStats:
-    """What an ``Oracle`` asked of its solver: positions proven and given up, nodes and seconds."""
-
-    num_proven: int = 0
-    num_unproven: int = 0
-    nodes: int = 0
-    seconds: float = 0.0
-    slowest_seconds: float = 0.0
-    slowest_empty: int = 0  # empty cells of the position of the slowest proof or attempt
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"proven": self.num_proven, "unproven": self.num_unproven, "nodes": self.nodes,
-                "seconds": round(self.seconds, 2), "slowest_seconds": round(self.slowest_seconds, 2),
-                "slowest_empty_cells": self.slowest_empty}
-
-
-class Oracle:
-    """Results and exact scores of positions: the cache, else the solver within ``max_nodes`` nodes.
-
-    Every method takes an unfinished position ``(position, mask)`` (side to move's stones first).  A
-    value is ``None`` where the solver could not prove it within the budget.  When every child of a
-    position is proven, the position's own value (the best of them) is stored too, so the position
-    a move leads to is usually known by the time it is asked about.
-    """
-
-    def __init__(self, prover: solver.Solver, cache: SolvedCache, *, max_nodes: int) -> None:
-        if max_nodes < 1:
-            raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
-        self.solver = prover
-        self.cache = cache
-        self.max_nodes = max_nodes
-        self.stats = SolveStats()
-
-    def value(self, position: int, mask: int, *, exact: bool = False) -> int | None:
-        """The position's result (its exact score with ``exact``) for the side to move, or ``None``."""
-        key = book.canonical_key(position, mask)[0]
-        row = self.cache.get(key, exact)
-        if row is not None and (row[0] is not None or row[1] >= self.max_nodes):
-            return row[0]
-        start = time.perf_counter()
-        value = self.solver.solve(position, mask, weak=not exact, max_nodes=self.max_nodes)
-        seconds = time.perf_counter() - start
-        self.stats.nodes += self.solver.nodes
-        self.stats.seconds += seconds
-        if seconds > self.stats.slowest_seconds:
-            self.stats.slowest_seconds = seconds
-            self.stats.slowest_empty = game.NUM_CELLS - game.num_stones(mask)
-        if value is None:
-            self.stats.num_unproven += 1
-        else:
-            self.stats.num_proven += 1
-        if seconds > 1.0:
-            log.info("%s at %d empty cells: %s, %d nodes, %.1f s", "exact score" if exact else "result",
-                     game.NUM_CELLS - game.num_stones(mask), "unproven" if value is None else value,
-                     self.solver.nodes, seconds)
-        self.cache.put(key, exact, value, self.max_nodes if value is None else self.solver.nodes)
-        return value
-
-    def move_value(self, position: int, mask: int, col: int, *, exact: bool = False) -> int | None:
-        """What playing the legal column ``col`` is worth to the side to move (result or exact score)."""
-        if game.wins_now(position, mask, col):
-            return (game.NUM_CELLS + 1 - game.num_stones(mask)) // 2 if exact else 1
-        child, child_mask = game.play(position, mask, col)
-        if game.is_full(child_mask):
-            return 0
-        value = self.value(child, child_mask, exact=exact)
-        return None if value is None else -value
-
-    def move_values(self, position: int, mask: int, *, exact: bool = False) -> dict[int, int | None]:
-        """``move_value`` of every legal column, by column; stores the position's value when all are proven."""
-        values = {col: self.move_value(position, mask, col, exact=exact) for col in game.legal_cols(mask)}
-        proven = [v for v in values.values() if v is not None]
-        key = book.canonical_key(position, mask)[0]
-        row = self.cache.get(key, exact)
-        if len(proven) == len(values) and (row is None or row[0] is None):
-            self.cache.put(key, exact, max(proven), 0)
-        return values
-
-
-# --------------------------------------------------------------------------- the opponent and the checks
-
-
-def opponent_move(oracle: Oracle, position: int, mask: int, rng: np.random.Generator,
-                  noise: float) -> tuple[int, str]:
-    """``(col, kind)``: the perfect opponent's column in an unfinished position, and its kind.
-
-    With probability ``noise`` a uniformly random legal column (``"noise"``; nothing solved).
-    Otherwise, where the position's result is proven, a column that keeps it, uniformly among those
-    (``"kept"``); in a lost position (every column keeps the loss) the one that loses slowest by the
-    exact scores, where those are proven, else one that does not lose at once.  Where the result is
-    not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven.
-    """
-    legal = game.legal_cols(mask)
-    if rng.random() < noise:
-        return int(rng.choice(legal)), "noise"
-    results = oracle.move_values(position, mask)
-    proven = {col: r for col, r in results.items() if r is not None}
-    best = max(proven.values(), default=None)
-    if best != 1 and len(proven) < len(legal):
-        pool = [c for c, r in proven.items() if r == 0] or [c for c in legal if results[c] is None]
-        return int(rng.choice(pool)), "unproven"
-    if best == -1:
-        scores = oracle.move_values(position, mask, exact=True)
-        if all(s is not None for s in scores.values()):
-            top = max(s for s in scores.values() if s is not None)
-            return int(rng.choice([c for c, s in scores.items() if s == top])), "kept"
-        safe = [c for c in legal if not game.winning_cols(*game.play(position, mask, c))]
-        return int(rng.choice(safe or legal)), "kept"
-    return int(rng.choice([c for c, r in proven.items() if r == best])), "kept"
-
-
-@dataclass(frozen=True)
-class MoveCheck:
-    """The solver's verdict on one move of the file, everything from the file's side.
-
-    ``moves``: the position before the move (Pons string); ``col``: the column played (0-based);
-    ``verdict``: ``"kept"`` (the move keeps the position's result), ``"lost"`` (it is proven to leave
-    a worse one) or ``"unchecked"`` (the solver could not prove it either way within its budget).
-    ``result``: the position's result (``None`` unproven); ``played``: the result after the move
-    (``None`` unproven); ``keeping``: for a lost move, the columns proven to keep the result (or,
-    where the position's result is unproven, to reach the best result proven).
-    """
-
-    moves: str
-    col: int
-    verdict: str
-    result: int | None
-    played: int | None
-    keeping: tuple[int, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"position": self.moves, "col": self.col + 1, "verdict": self.verdict, "result": self.result,
-                "played": self.played, "keeping": [c + 1 for c in self.keeping]}
-
-
-def check_move(oracle: Oracle, moves: str, col: int) -> MoveCheck:
-    """Does playing ``col`` (0-based, legal) after ``moves`` (Pons string, an unfinished game) keep the value?
-
-    A lost position is kept by every move.  Otherwise the position's result and the played move's
-    are proven (usually found in the cache: the opponent solved them as its own children); where
-    either is unproven, or the move lost value, every column is tried, and a move is still proven to
-    lose value when another column is proven better than it.
-    """
-    position, mask = game.from_moves(moves)
-    result = oracle.value(position, mask)
-    if result == -1:
-        return MoveCheck(moves, col, "kept", result, -1)
-    played = oracle.move_value(position, mask, col)
-    if result is not None and played == result:
-        return MoveCheck(moves, col, "kept", result, played)
-    values = oracle.move_values(position, mask)
-    proven = {c: v for c, v in values.items() if v is not None}
-    if result is None and len(proven) == len(values):
-        result = max(proven.values())
-    best = result if result is not None else max(proven.values(), default=None)
-    if played is not None and best is not None and played < best:
-        return MoveCheck(moves, col, "lost", result, played, tuple(c for c, v in proven.items() if v == best))
-    if played is not None and result is not None:
-        return MoveCheck(moves, col, "kept", result, played)
-    return MoveCheck(moves, col, "unchecked", result, played)
-
-
 # --------------------------------------------------------------------------- the file in its sandbox
 
 
-# The child: reads one JSON request a line (board, mark, step, bank, act_timeout), calls the file's agent and
-# answers one JSON line: the move (``null`` unless a plain int, as Kaggle requires), its repr, the seconds
-# the call took (the first executes the file too), the agent's solver and backend, or an error.
-_CHILD = textwrap.dedent('''
-    import json, time
-    replies, sys.stdout = sys.stdout, sys.stderr  # what the file prints must not mix with the replies
-    agent = namespace = None
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            break
-        request = json.loads(line)
-        start = time.perf_counter()
-        reply = {}
-        try:
-            if agent is None:
-                agent, namespace = exec_submission(sys.argv[1])
-        except Exception as exc:
-            reply["load_error"] = f"{type(exc).__name__}: {exc}"
-        else:
-            try:
-                move = agent(*kaggle_dicts(request["board"], request["mark"], request["step"], request["bank"],
-                                           request["act_timeout"]))
-                reply["move"] = move if type(move) is int else None
-                reply["repr"] = repr(move)[:60]
-            except Exception as exc:
-                reply["error"] = f"{type(exc).__name__}: {exc}"
-        reply["seconds"] = time.perf_counter() - start
-        player = (namespace or {}).get("_agent")
-        reply["solver"] = str(getattr(player, "solver_kind", "") or "")
-        reply["backend"] = str(getattr(player, "backend", "") or "")
-        replies.write(json.dumps(reply) + "\\n")
-        replies.flush()
-''')
+#: the child program (``duel_child``: its ``main`` answers the parent's requests), run after the sandbox's prelude
+_CHILD_SOURCE = Path(__file__).with_name("duel_child.py").read_text(encoding="utf-8")
 
 
 class _CutOff(Exception):
@@ -381,7 +132,7 @@ class DuelGame:
     moves: str
     result: int
     reason: str
-    checks: tuple[MoveCheck, ...]
+    checks: tuple[referee.MoveCheck, ...]
     move_seconds: tuple[float, ...]
     move_plies: tuple[int, ...]
     bank_used: float
@@ -391,7 +142,7 @@ class DuelGame:
     backend: str = ""
 
     @property
-    def value_losses(self) -> list[MoveCheck]:
+    def value_losses(self) -> list[referee.MoveCheck]:
         return [c for c in self.checks if c.verdict == "lost"]
 
     @property
@@ -422,7 +173,7 @@ class DuelGame:
                 "opponent": self.opponent, "solver": self.solver, "backend": self.backend}
 
 
-def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, opening: list[int], noise: float,
+def _play_game(file: _FileProcess, oracle: referee.Oracle, *, index: int, seat: int, opening: list[int], noise: float,
                rng: np.random.Generator, act_timeout: float, bank: float) -> DuelGame:
     """Play one game from ``opening`` (0-based columns), then check the file's moves."""
     cols = list(opening)
@@ -430,7 +181,7 @@ def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, ope
     file_plies: list[tuple[str, int]] = []  # (position before, col) of each move of the file
     seconds: list[float] = []
     plies: list[int] = []
-    kinds: Counter[str] = Counter({kind: 0 for kind in OPPONENT_KINDS})
+    kinds: Counter[str] = Counter({kind: 0 for kind in referee.OPPONENT_KINDS})
     bank_left, reply = bank, {}
     reason = ""
     while not reason:
@@ -462,9 +213,9 @@ def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, ope
                                 "legal column (a plain int of a column that is not full); the duel stops at the "
                                 "file's first broken move")
             else:
-                file_plies.append((_pons(cols), col))
+                file_plies.append((referee.pons_moves(cols), col))
         else:
-            col, kind = opponent_move(oracle, position, mask, rng, noise)
+            col, kind = referee.opponent_move(oracle, position, mask, rng, noise)
             kinds[kind] += 1
         if reason:
             break
@@ -477,9 +228,10 @@ def _play_game(file: _FileProcess, oracle: Oracle, *, index: int, seat: int, ope
         result = 1 if len(cols) % 2 == seat % 2 else -1  # the last stone was the file's
     else:
         result = 0 if reason == "draw" else -1
-    checks = tuple(check_move(oracle, moves, col) for moves, col in file_plies)
+    checks = tuple(referee.check_move(oracle, moves, col) for moves, col in file_plies)
     first_won = next((len(c.moves) for c in checks if c.result == 1), None)
-    return DuelGame(index, seat, _pons(cols), result, reason, checks, tuple(seconds), tuple(plies), bank - bank_left,
+    return DuelGame(index, seat, referee.pons_moves(cols), result, reason, checks, tuple(seconds), tuple(plies),
+                    bank - bank_left,
                     dict(kinds), first_won, reply.get("solver", ""), reply.get("backend", ""))
 
 
@@ -497,7 +249,7 @@ class DuelReport:
     bank: float
     max_nodes: int
     solver: str
-    stats: SolveStats
+    stats: referee.SolveStats
     cache_path: str
     cache_size: int
     seconds: float
@@ -521,7 +273,7 @@ class DuelReport:
     def summary(self) -> dict[str, Any]:
         slow = max(self.games, key=lambda g: g.slowest_move[0], default=None)
         bank = max(self.games, key=lambda g: g.bank_used, default=None)
-        opponent = Counter({kind: 0 for kind in OPPONENT_KINDS})
+        opponent = Counter({kind: 0 for kind in referee.OPPONENT_KINDS})
         for g in self.games:
             opponent.update(g.opponent)
         return {
@@ -547,18 +299,6 @@ class DuelReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"games": [g.as_dict() for g in self.games], "summary": self.summary()}
-
-
-def make_prover(kind: str) -> solver.Solver:
-    """The solver of the opponent and the checks: ``"numba"`` (compiled where numba imports, else the pure
-    Python one) or ``"python"``."""
-    if kind == "python":
-        return solver.Solver()
-    if kind == "numba":
-        from connectx_az.engine import solver_numba
-
-        return solver_numba.make_solver()
-    raise ValueError(f"unknown solver {kind!r}; choose numba or python")
 
 
 def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: str = "numpy", seed: int = 0,
@@ -589,15 +329,18 @@ def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: 
         raise DuelError(f"bad opening {opening!r}: {exc}") from None
     blocked = ("connectx_az", *kaggle_io.runtime_blocked(runtime))
     bank = kaggle_io.OVERAGE_PER_ACT_SECOND * act_timeout if bank is None else bank
-    prover = make_prover(solver_kind)
-    cache = SolvedCache(cache_path)
-    oracle = Oracle(prover, cache, max_nodes=max_nodes)
+    prover = referee.make_prover(solver_kind)
+    try:
+        cache = referee.SolvedCache(cache_path)
+    except referee.OracleError as exc:
+        raise DuelError(str(exc)) from None
+    oracle = referee.Oracle(prover, cache, max_nodes=max_nodes)
     games: list[DuelGame] = []
     start = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="connectx_duel_") as tmp:
             script = Path(tmp) / "file_process.py"
-            script.write_text(kaggle_io.sandbox_prelude(blocked) + _CHILD)
+            script.write_text(kaggle_io.sandbox_prelude(blocked) + _CHILD_SOURCE)
             for index in range(2 * games_per_seat):
                 file = _FileProcess(script, submission, Path(tmp))
                 try:
