@@ -15,7 +15,7 @@ from connectx_az import paths
 from connectx_az.agent import template
 from connectx_az.cli import main as cli_main
 from connectx_az.engine import book, game, solver
-from connectx_az.tools import book_build, builder
+from connectx_az.tools import book_build, book_journal, builder
 
 # A Middle-Easy position (28 plies, the side to move wins); within 6 plies its tree holds wins, draws and losses,
 # and the pure-Python solver proves it all in a fraction of a second.
@@ -24,13 +24,13 @@ ROOT = game.from_moves(ROOT_MOVES)
 DEPTH = len(ROOT_MOVES) + 6
 
 
-def _build(path: Path, **kwargs) -> tuple[book_build.State, book_build.BuildStats]:
-    state = book_build.State.open(path)
+def _build(path: Path, **kwargs) -> tuple[book_journal.State, book_build.BuildStats]:
+    state = book_journal.State.open(path)
     return state, book_build.build(state, depth=DEPTH, root=ROOT, prover=solver.Solver(), **kwargs)
 
 
 @pytest.fixture(scope="module")
-def small_book(tmp_path_factory) -> tuple[dict[int, book_build.Entry], Path]:
+def small_book(tmp_path_factory) -> tuple[dict[int, book_journal.Entry], Path]:
     """The entries of the tree from ``ROOT`` to ``DEPTH``, and its book file."""
     folder = tmp_path_factory.mktemp("book")
     state, _ = _build(folder / "state.bin")
@@ -316,7 +316,7 @@ def test_the_books_entries_are_reproven_by_the_solver(small_book):
         scores = prover.move_scores(position, mask)
         best = max(s for s in scores if s is not None)
         assert np.sign(best) == entry.result
-        if entry.score != book_build.NO_SCORE:
+        if entry.score != book_journal.NO_SCORE:
             assert scores[entry.col] == entry.score == best  # the fastest win, the slowest loss
         else:
             assert np.sign(scores[entry.col]) == entry.result  # keeps the result
@@ -398,13 +398,13 @@ def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
     for name, (bad, reason) in cases.items():
         path = tmp_path / f"{name}.bin"
         path.write_bytes(bad)
-        with pytest.raises(book_build.StateError, match=reason) as caught:
-            book_build.State.open(path)
+        with pytest.raises(book_journal.StateError, match=reason) as caught:
+            book_journal.State.open(path)
         assert "\n" not in str(caught.value)
-    with pytest.raises(book_build.StateError, match="--exact-factor 2"):
-        book_build.State.open(tmp_path / "good.bin", exact_factor=3.0)
-    with book_build.State.open(tmp_path / "good.bin"), pytest.raises(book_build.StateError, match="in use"):
-        book_build.State.open(tmp_path / "good.bin")
+    with pytest.raises(book_journal.StateError, match="--exact-factor 2"):
+        book_journal.State.open(tmp_path / "good.bin", exact_factor=3.0)
+    with book_journal.State.open(tmp_path / "good.bin"), pytest.raises(book_journal.StateError, match="in use"):
+        book_journal.State.open(tmp_path / "good.bin")
     assert cli_main.main(["book", str(tmp_path / "corrupt.bin"), "--depth", "1", "--python"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fails its checksum" in err
@@ -412,7 +412,7 @@ def test_bad_state_files_are_refused_in_one_line(small_book, tmp_path, capsys):
     torn = bytearray(data)
     torn[-2] ^= 0x01
     (tmp_path / "torn.bin").write_bytes(bytes(torn))
-    with book_build.State.open(tmp_path / "torn.bin") as state:
+    with book_journal.State.open(tmp_path / "torn.bin") as state:
         assert len(state.entries) == len(small_book[0]) - 1 and state.dropped_tail == record
 
 
@@ -488,7 +488,7 @@ def test_a_sample_of_the_shipped_books_entries_is_reproven():
 
 
 def test_workers_prove_the_same_entries(small_book, tmp_path):
-    with book_build.State.open(tmp_path / "state.bin") as state:
+    with book_journal.State.open(tmp_path / "state.bin") as state:
         book_build.build(state, depth=DEPTH, root=ROOT, prover=solver.Solver(), workers=2)
         assert {k: (e.result, e.score, e.col) for k, e in state.entries.items()} == \
                {k: (e.result, e.score, e.col) for k, e in small_book[0].items()}

@@ -52,7 +52,7 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 def cmd_book(args: argparse.Namespace) -> int:
     from connectx_az.engine import game, solver
-    from connectx_az.tools import book_build
+    from connectx_az.tools import book_build, book_journal
 
     try:
         root = game.from_moves(args.root)
@@ -66,9 +66,9 @@ def cmd_book(args: argparse.Namespace) -> int:
     if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
         raise common.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
     try:
-        state = book_build.State.open(args.state, exact_factor=args.exact_factor,
+        state = book_journal.State.open(args.state, exact_factor=args.exact_factor,
                                       exact_min_nodes=args.exact_min_nodes)
-    except (book_build.StateError, OSError) as exc:
+    except (book_journal.StateError, OSError) as exc:
         raise common.UserError(str(exc)) from exc
     with state:
         if state.dropped_tail:
