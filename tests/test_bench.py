@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from connectx_az.engine import game
-from connectx_az.tools import bench
+from connectx_az.tools import bench_agent, bench_selfplay, bench_solver
 from connectx_az.training import config, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def test_mean_leaf_depth_counts_plies_below_the_root() -> None:
     # one simulation a move expands the root and adds one child: every leaf is one ply down
     assert _depth(_Uniform(), 1) == 1.0
     # uneven priors send the walks down fewer, deeper lines than uniform ones
-    assert 1.0 < _depth(_Uniform(), 40) < _depth(bench.FreeEvaluator(), 40)
+    assert 1.0 < _depth(_Uniform(), 40) < _depth(bench_selfplay.FreeEvaluator(), 40)
 
 
 def test_bench_selfplay_free_evaluator_reports_tree_work_per_core() -> None:
@@ -54,7 +54,7 @@ def test_bench_selfplay_free_evaluator_reports_tree_work_per_core() -> None:
 
 def test_bench_solver_python_only_needs_no_numba() -> None:
     calls = []
-    result = bench.bench_solver(limit=3, sets=("Middle-Easy", "End-Easy"), budgets=(1e-9, 2.0),
+    result = bench_solver.bench_solver(limit=3, sets=("Middle-Easy", "End-Easy"), budgets=(1e-9, 2.0),
                                 solvers=("python",), on_position=lambda: calls.append(1))
     assert len(calls) == 6 and "compile" not in result
     row = result["solvers"]["python"]
@@ -66,26 +66,26 @@ def test_bench_solver_python_only_needs_no_numba() -> None:
     assert sum(cell["n"] for cell in by_empty.values()) == sum(cell["proven"] for cell in by_empty.values()) == 6
     assert all(isinstance(cell["median_nodes"], int) and cell["median_nodes"] > 0 for cell in by_empty.values())
     assert all(1 <= empty <= game.ROWS * game.COLS for empty in by_empty)
-    assert "proven within" in bench.format_solver_result(result)
+    assert "proven within" in bench_solver.format_solver_result(result)
 
 
 def test_median_nodes_counts_an_unproven_position_as_more_than_any() -> None:
     inf = float("inf")
-    assert bench._median_nodes([5, 1, inf]) == {"n": 3, "proven": 2, "median_nodes": 5}
-    assert bench._median_nodes([5, inf, inf]) == {"n": 3, "proven": 1, "median_nodes": None}
-    assert bench._median_nodes([7, 3, 9, 1]) == {"n": 4, "proven": 4, "median_nodes": 3}  # the lower middle
-    assert [bench._nodes_text(n) for n in (None, 999, 20_000, 2_500_000)] == ["over", "999", "20k", "2.5M"]
+    assert bench_solver._median_nodes([5, 1, inf]) == {"n": 3, "proven": 2, "median_nodes": 5}
+    assert bench_solver._median_nodes([5, inf, inf]) == {"n": 3, "proven": 1, "median_nodes": None}
+    assert bench_solver._median_nodes([7, 3, 9, 1]) == {"n": 4, "proven": 4, "median_nodes": 3}  # the lower middle
+    assert [bench_solver._nodes_text(n) for n in (None, 999, 20_000, 2_500_000)] == ["over", "999", "20k", "2.5M"]
 
 
 def test_bench_solver_reports_overruns_of_stopped_searches() -> None:
     # 1 ms cannot prove these Begin-Hard positions in pure Python: every search is stopped
-    result = bench.bench_solver(limit=2, sets=("Begin-Hard",), budgets=(0.001,), solvers=("python",))
+    result = bench_solver.bench_solver(limit=2, sets=("Begin-Hard",), budgets=(0.001,), solvers=("python",))
     row = result["solvers"]["python"]
     assert row["Begin-Hard"]["within_0.001s"] == 0.0
     assert row["overrun_ms"]["n"] == 2 and 0 <= row["overrun_ms"]["median"] <= row["overrun_ms"]["max"]
-    assert "2 searches stopped at the deadline" in bench.format_solver_result(result)
+    assert "2 searches stopped at the deadline" in bench_solver.format_solver_result(result)
     assert all(cell["proven"] == 0 and cell["median_nodes"] is None for cell in row["nodes_by_empty"].values())
-    assert "over (0/" in bench.format_solver_result(result)
+    assert "over (0/" in bench_solver.format_solver_result(result)
 
 
 @pytest.mark.slow  # compiles numba from scratch, in a process of its own
@@ -106,7 +106,7 @@ def test_bench_solver_command_with_numba() -> None:
 
 
 def test_bench_agent_times_every_backend_in_turns(small_onnx) -> None:
-    result = bench.bench_agent(small_onnx, seconds=0.4, num_positions=2, num_moves=0)
+    result = bench_agent.bench_agent(small_onnx, seconds=0.4, num_positions=2, num_moves=0)
     for backend in ("onnxruntime", "numpy"):
         row = result[backend]
         assert row["available"] and row["sims_per_s"] > 0 and row["raw_evals_per_s"] > 0

@@ -22,11 +22,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_gpu(args)
     if args.what == "selfplay":
         common.require(args, "torch", "onnx", "tqdm")
+        from connectx_az.tools import bench_selfplay
+
+        result = bench_selfplay.run(model=args.model, seconds=args.seconds or 5.0, batches=args.batch,
+                                    workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator,
+                                    device=args.device, precision=args.precision)
     else:
         _check_agent_model(args.model)
-    result = bench.run(args.what, model=args.model, seconds=args.seconds or 5.0, batches=args.batch,
-                       workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator, device=args.device,
-                       precision=args.precision)
+        from connectx_az.tools import bench_agent
+
+        result = bench_agent.bench_agent(args.model, seconds=args.seconds or 5.0)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
     return 0
 
@@ -73,26 +78,26 @@ def cmd_bench_clock(args: argparse.Namespace) -> int:
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
     from connectx_az.benchmarks import pons
-    from connectx_az.tools import bench
+    from connectx_az.tools import bench_solver
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
         raise common.UserError("--deadline and --limit must be positive")
     if "numba" in args.solvers:
         common.require(args, "numba")
-    sets = tuple(args.sets or bench.SOLVER_SETS)
+    sets = tuple(args.sets or bench_solver.SOLVER_SETS)
     solvers = tuple(args.solvers)
-    budgets = (*(b for b in bench.SOLVER_BUDGETS if b < args.deadline), args.deadline)
+    budgets = (*(b for b in bench_solver.SOLVER_BUDGETS if b < args.deadline), args.deadline)
     with bars.progress_bar(len(solvers) * pons.num_positions(sets, args.limit), "positions") as bar:
-        result = bench.bench_solver(limit=args.limit, sets=sets, budgets=budgets, solvers=solvers,
+        result = bench_solver.bench_solver(limit=args.limit, sets=sets, budgets=budgets, solvers=solvers,
                                     on_position=lambda: bar.update(1))
-    print(json.dumps(result) if args.json else bench.format_solver_result(result))
+    print(json.dumps(result) if args.json else bench_solver.format_solver_result(result))
     return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to ``sub``."""
     from connectx_az.benchmarks import pons  # numpy only: the set names for --sets
-    from connectx_az.tools import bench  # numpy only: the solver's budgets
+    from connectx_az.tools import bench_solver  # numpy only: the solver's budgets
 
     p = sub.add_parser("bench", help="speed benchmarks")
     p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],
@@ -111,11 +116,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="solver: the first N positions of each set (default 40)")
     p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
                    help="solver: which solvers to measure (default both)")
-    p.add_argument("--deadline", type=float, default=max(bench.SOLVER_BUDGETS),
+    p.add_argument("--deadline", type=float, default=max(bench_solver.SOLVER_BUDGETS),
                    help=f"solver: seconds a position before it counts as unproven (default "
-                        f"{max(bench.SOLVER_BUDGETS):g})")
+                        f"{max(bench_solver.SOLVER_BUDGETS):g})")
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
-                   help=f"solver: these Pons sets instead (default {' '.join(bench.SOLVER_SETS)})")
+                   help=f"solver: these Pons sets instead (default {' '.join(bench_solver.SOLVER_SETS)})")
     p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
     p.add_argument("--budget", type=float, default=420.0,
                    help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")

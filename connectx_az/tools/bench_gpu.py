@@ -7,14 +7,14 @@ Steps, in order (``STEPS``):
                  ``auto`` picks there (``network.autocast_dtype``); the CPU cores.
 ``tests``        the tests that touch CUDA (``tests/test_gpu.py``, skipped without a GPU, and the device and
                  precision rules of ``tests/test_network.py``), in a child pytest, when the source tree is here.
-``throughput``   self-play of the preset (``bench.bench_selfplay``, one wave of games) per precision, in this
+``throughput``   self-play of the preset (``bench_selfplay.bench_selfplay``, one wave of games) per precision, in this
                  process and with worker processes; the tree work's own rate per core (the free evaluator); the
                  network's forward time at two batch sizes (what the T4 projection scales).
 ``generations``  a fresh run of the preset for a few generations (``train.run``): self-play and training seconds
                  a generation, and the preset's whole run projected from them, here and on a T4 (``project``).
 ``submission``   the run exported to ONNX, built into a ``submission.py`` with the shipped book, and a few
                  full-budget moves played by a file of it in a fresh interpreter as Kaggle runs it
-                 (``bench.bench_submission``).
+                 (``bench_agent.bench_submission``).
 
 ``gpu_check.json`` in the output folder is rewritten as each step ends, so a check that is killed keeps what it
 had measured; ``gpu_check.log`` holds the same lines as the terminal.  A step starts only when the time left of
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az import files, paths
-from connectx_az.tools import bench
+from connectx_az.tools import bench, bench_agent, bench_selfplay
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _throughput(ctx: _Context) -> dict[str, Any]:
             continue
         t0 = time.monotonic()
         num_workers = _workers(workers)
-        row = bench.bench_selfplay(preset=cfg.preset, seconds=cfg.seconds, num_workers=num_workers,
+        row = bench_selfplay.bench_selfplay(preset=cfg.preset, seconds=cfg.seconds, num_workers=num_workers,
                                    evaluator=evaluator, device=cfg.device, precision=precision,
                                    checkpoint=_shipped_checkpoint(cfg.preset))
         last = time.monotonic() - t0
@@ -386,7 +386,7 @@ def _submission(ctx: _Context) -> dict[str, Any]:
     out: dict[str, Any] = {"onnx_bytes": report.num_bytes, "submission_mb": round(built.num_bytes / 1e6, 3),
                            "book_entries": built.book_entries}
     if ctx.config.num_moves:
-        played = bench.bench_submission(report.path, num_moves=ctx.config.num_moves,
+        played = bench_agent.bench_submission(report.path, num_moves=ctx.config.num_moves,
                                         act_timeout=ctx.config.act_timeout, timeout=max(30.0, ctx.left))
         out.update({k: played[k] for k in ("backend", "load_seconds", "move_seconds", "move_simulations",
                                            "peak_rss_mb")})

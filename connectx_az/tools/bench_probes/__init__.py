@@ -1,2 +1,3 @@
-"""The programs ``bench.py`` and ``bench_clock.py`` run in fresh interpreters (never imported: each is read as
-text and run with ``python -c`` or written beside a built submission; see the function that names it)."""
+"""The programs the benchmarks run in fresh interpreters, one module each with a ``main()``: never imported, each is
+read as text (``bench.probe_source``) and run with ``python -c`` or written beside a built submission after
+``kaggle_io.sandbox_prelude`` (see the function that names it)."""
