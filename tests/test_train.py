@@ -150,7 +150,7 @@ def test_warm_start_with_wider_heads_keeps_the_tower(tmp_path: Path, caplog: pyt
                                                  "train.steps_per_generation=0", "net.value_filters=4"])
     narrow = PolicyValueNet(config.make_config("smoke").net)
     save_checkpoint(tmp_path / "narrow.pt", narrow)
-    with caplog.at_level(logging.INFO, logger="connectx_az.training.train"):
+    with caplog.at_level(logging.INFO, logger="connectx_az.training"):
         ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "narrow.pt", progress=False)
     assert "new weights for value_conv, value_fc1" in caplog.text
     trained, _ = load_checkpoint(ckpt)
@@ -171,7 +171,7 @@ def test_warm_start_into_a_deeper_tower(tmp_path: Path, caplog: pytest.LogCaptur
     deeper = shallow.config.num_blocks + 2
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=2",
                                                  "train.steps_per_generation=0", f"net.num_blocks={deeper}"])
-    with caplog.at_level(logging.INFO, logger="connectx_az.training.train"):
+    with caplog.at_level(logging.INFO, logger="connectx_az.training"):
         ckpt = train.run(tmp_path / "run", cfg, init_model=tmp_path / "shallow.pt", progress=False)
     assert f"new weights for blocks.{deeper - 2}, blocks.{deeper - 1})" in caplog.text
     trained, _ = load_checkpoint(ckpt)

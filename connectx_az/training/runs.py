@@ -7,7 +7,10 @@ A run lives in one directory::
     RUN_DIR/checkpoint.pt      weights, optimizer, and the next generation to run
     RUN_DIR/metrics.jsonl      one JSON line per finished generation
 
-``train.run`` writes them (atomically; see its module).  ``find_attached_run`` and ``adopt_run`` bring
+``train.run`` writes them (atomically; see its module).  Starting and resuming a run are here:
+``run_config`` checks the folder and chooses the config (nothing written), ``write_config`` writes it and
+``restore`` loads the checkpoint (or warm-starts a new run) and trims the metrics to it.
+``find_attached_run`` and ``adopt_run`` bring
 a run saved by an earlier session (on Kaggle, a previous version's output attached under
 ``/kaggle/input``) into a fresh ``RUN_DIR``; ``parse_duration`` reads a ``--time-budget``.
 """
@@ -19,12 +22,13 @@ import logging
 import os
 import re
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from connectx_az import files
-from connectx_az.training.config import ConfigError, load_config
-from connectx_az.training.network import CheckpointError, load_checkpoint
+from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config
+from connectx_az.training.network import CheckpointError, PolicyValueNet, load_checkpoint, load_into
 
 log = logging.getLogger(__name__)
 
@@ -174,4 +178,63 @@ def adopt_run(source: str | Path, run_dir: str | Path) -> int:
         partial.replace(run_dir)
     except OSError as exc:
         raise ConfigError(f"cannot copy {source} to {run_dir}: {exc}") from exc
+    return generation
+
+
+def run_config(run_dir: Path, config: RunConfig | None, *, resume: bool) -> tuple[RunConfig, bool]:
+    """``(config, changed)``: the config a run in ``run_dir`` trains with, and whether it replaces the saved one.
+
+    A new run needs ``config`` and a new or empty folder; a resumed run keeps its saved config, or takes
+    ``config`` where it keeps the same network (``changed``).  Raises ``ConfigError``; writes nothing.
+    """
+    if resume:
+        saved = load_config(run_dir)
+        if config is None or config == saved:
+            return saved, False
+        if config.net != saved.net:
+            raise ConfigError(f"{run_dir} was trained with net {asdict(saved.net)}; a resumed run "
+                              "keeps its network (start a new run with --init-model instead)")
+        return config, True
+    if config is None:
+        raise ConfigError("a new run needs a config (choose a --preset)")
+    if (run_dir / "config.json").exists():
+        raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise ConfigError(f"{run_dir} is not empty and holds no run (no config.json); a new run needs a new or "
+                          "empty folder")
+    return config, False
+
+
+def write_config(run_dir: Path, config: RunConfig, *, resume: bool, changed: bool) -> None:
+    """Write ``config.json`` for a new run, or over a resumed run's where ``run_config`` changed it."""
+    if changed:
+        save_config(config, run_dir)
+        log.info("resuming %s with a changed config", run_dir)
+    elif not resume:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(config, run_dir)
+        except OSError as exc:
+            raise ConfigError(f"cannot write to {run_dir}: {exc.strerror}; choose a writable folder") from exc
+
+
+def restore(run_dir: Path, net: PolicyValueNet, optimizer: Any, *, resume: bool,
+            init_model: str | Path | None) -> int:
+    """The generation the run goes on from: the checkpoint's (its weights and optimizer loaded into ``net`` and
+    ``optimizer``) when resuming, else 0 (warm-started from ``init_model``'s weights where given).
+
+    The metrics are trimmed to that generation, so a line written before a kill does not stay beside its rerun's.
+    """
+    generation = 0
+    ckpt_path = run_dir / CHECKPOINT
+    if resume and ckpt_path.exists():
+        loaded, data = load_checkpoint(ckpt_path)
+        net.load_state_dict(loaded.state_dict())
+        optimizer.load_state_dict(data["optimizer"])
+        generation = int(data["generation"])
+        log.info("resuming %s at generation %d", run_dir, generation)
+    elif init_model is not None:
+        fresh = load_into(net, init_model, warm_start=True)
+        log.info("warm start from %s%s", init_model, f" (new weights for {', '.join(fresh)})" if fresh else "")
+    trim_metrics(run_dir, generation)
     return generation

@@ -31,12 +31,11 @@ from tqdm.auto import tqdm
 
 from connectx_az import files
 from connectx_az.training import devices, replay, runs, workers
-from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config, train_command
+from connectx_az.training.config import ConfigError, RunConfig, train_command
 from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
     load_checkpoint,
-    load_into,
     save_checkpoint,
 )
 
@@ -210,25 +209,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     if keep_every < 0:
         raise ConfigError(f"keep every {keep_every} generations: give a positive number (0 keeps none)")
     run_dir = Path(run_dir)
-    changed = False
-    if resume:
-        saved = load_config(run_dir)
-        if config is None:
-            config = saved
-        elif config != saved:
-            if config.net != saved.net:
-                raise ConfigError(f"{run_dir} was trained with net {asdict(saved.net)}; a resumed run "
-                                  "keeps its network (start a new run with --init-model instead)")
-            changed = True
-    else:
-        if config is None:
-            raise ConfigError("a new run needs a config (choose a --preset)")
-        if (run_dir / "config.json").exists():
-            raise ConfigError(f"{run_dir} already holds a run; use --resume {run_dir} or another folder")
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise ConfigError(f"{run_dir} is not empty and holds no run (no config.json); a new run needs a new or "
-                              "empty folder")
-    assert config is not None
+    config, changed = runs.run_config(run_dir, config, resume=resume)
     # Before anything is written: a device torch cannot use is refused with the run folder untouched.
     device = devices.resolve_device(device or config.device)
     solved = None
@@ -240,32 +221,13 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             raise ConfigError(f"train.solved_labels: {exc}") from exc
         log.info("%d proven positions from %s, %d a batch", len(solved), config.train.solved_labels,
                  config.train.solved_per_batch)
-    if changed:
-        save_config(config, run_dir)
-        log.info("resuming %s with a changed config", run_dir)
-    elif not resume:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            save_config(config, run_dir)
-        except OSError as exc:
-            raise ConfigError(f"cannot write to {run_dir}: {exc.strerror}; choose a writable folder") from exc
+    runs.write_config(run_dir, config, resume=resume, changed=changed)
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
-    generation = 0
     ckpt_path = run_dir / runs.CHECKPOINT
-    if resume and ckpt_path.exists():
-        loaded, data = load_checkpoint(ckpt_path)
-        net.load_state_dict(loaded.state_dict())
-        optimizer.load_state_dict(data["optimizer"])
-        generation = int(data["generation"])
-        log.info("resuming %s at generation %d", run_dir, generation)
-    elif init_model is not None:
-        fresh = load_into(net, init_model, warm_start=True)
-        log.info("warm start from %s%s", init_model,
-                 f" (new weights for {', '.join(fresh)})" if fresh else "")
-    runs.trim_metrics(run_dir, generation)
+    generation = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
     tb = _tensorboard(run_dir)
     stop = config.num_generations if num_generations is None else min(config.num_generations,
                                                                         generation + num_generations)
@@ -281,44 +243,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                         generation, config.num_generations, runs.format_duration(used),
                         runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
             break
-        t0 = time.perf_counter()
-        rng = np.random.default_rng([config.seed, generation])
-        torch.manual_seed(config.seed * 1_000_003 + generation)
-        with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
-                  disable=not progress) as bar:
-            records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                config.mcts, rng, on_game_done=lambda _: bar.update(1))
-        t_selfplay = time.perf_counter() - t0
-        replay.write_shard(run_dir / "replay", generation, records)
-        data = replay.load_window(run_dir / "replay", up_to_generation=generation,
-                                  num_generations=config.train.window_at(generation),
-                                  max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
-                                  value_mix=config.train.value_mix)
-        held_out = _held_out_row(net, run_dir, generation, config, device)
-        lr = config.train.lr_at(generation, config.num_generations)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        t1 = time.perf_counter()
-        losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
-                             rng, device, progress=progress, solved=solved,
-                             solved_per_batch=config.train.solved_per_batch,
-                             solved_target=config.train.solved_policy_target)
-        t_train = time.perf_counter() - t1
-        row: dict[str, Any] = {
-            "generation": generation,
-            **asdict(stats),
-            **losses,
-            **held_out,
-            "replay_positions": len(data),
-            "lr": lr,
-            "selfplay_seconds": round(t_selfplay, 2),
-            "train_seconds": round(t_train, 2),
-            "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
-            "device": str(device),
-            "threads": torch.get_num_threads(),
-        }
-        row.update(_evaluate(evaluator, config))
-        row["seconds"] = round(time.perf_counter() - t0, 2)
+        row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress)
         expected = row["seconds"]
         runs.append_metrics(run_dir, row)
         generation += 1
@@ -336,6 +261,54 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     if tb is not None:
         tb.close()
     return ckpt_path
+
+
+def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyValueNet,
+                optimizer: torch.optim.Optimizer, evaluator: TorchEvaluator, device: torch.device,
+                solved: replay.ReplayData | None, progress: bool) -> dict[str, Any]:
+    """One generation's work: self-play, its shard, the training steps and the Pons grade; its metrics row.
+
+    Its randomness is seeded from ``(config.seed, generation)``, so a resumed run makes the same games.
+    """
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([config.seed, generation])
+    torch.manual_seed(config.seed * 1_000_003 + generation)
+    with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
+              disable=not progress) as bar:
+        records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
+                                            config.mcts, rng, on_game_done=lambda _: bar.update(1))
+    t_selfplay = time.perf_counter() - t0
+    replay.write_shard(run_dir / "replay", generation, records)
+    data = replay.load_window(run_dir / "replay", up_to_generation=generation,
+                              num_generations=config.train.window_at(generation),
+                              max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
+                              value_mix=config.train.value_mix)
+    held_out = _held_out_row(net, run_dir, generation, config, device)
+    lr = config.train.lr_at(generation, config.num_generations)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    t1 = time.perf_counter()
+    losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
+                         rng, device, progress=progress, solved=solved,
+                         solved_per_batch=config.train.solved_per_batch,
+                         solved_target=config.train.solved_policy_target)
+    t_train = time.perf_counter() - t1
+    row: dict[str, Any] = {
+        "generation": generation,
+        **asdict(stats),
+        **losses,
+        **held_out,
+        "replay_positions": len(data),
+        "lr": lr,
+        "selfplay_seconds": round(t_selfplay, 2),
+        "train_seconds": round(t_train, 2),
+        "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+    }
+    row.update(_evaluate(evaluator, config))
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    return row
 
 
 def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:

@@ -43,7 +43,7 @@ class Mutation:
 
 
 MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py", "connectx_az/agent/template.py"
-TRAIN, RUNS, GAME = "connectx_az/training/train.py", "connectx_az/training/runs.py", "connectx_az/engine/game.py"
+RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
 
 MUTATIONS = (
@@ -102,14 +102,14 @@ MUTATIONS = (
              "if True:", ("tests/test_agent.py",),
              "the tree is reused down the first reply it holds, not the played one"),
     # resuming a run
-    Mutation("resume-trim", TRAIN, "runs.trim_metrics(run_dir, generation)", "pass", ("tests/test_train.py",),
+    Mutation("resume-trim", RUNS, "trim_metrics(run_dir, generation)", "pass", ("tests/test_train.py",),
              "a generation's metrics line written before a kill stays beside the line of its rerun"),
     Mutation("trim-keeps-next", RUNS, '.get("generation", -1) < next_generation',
              '.get("generation", -1) <= next_generation', ("tests/test_train.py",),
              "trim_metrics keeps the line of the generation the checkpoint does not hold"),
-    Mutation("resume-generation", TRAIN, 'generation = int(data["generation"])', "generation = 0",
+    Mutation("resume-generation", RUNS, 'generation = int(data["generation"])', "generation = 0",
              ("tests/test_train.py",), "a resumed run starts again from generation 0"),
-    Mutation("resume-optimizer", TRAIN, 'optimizer.load_state_dict(data["optimizer"])', "pass",
+    Mutation("resume-optimizer", RUNS, 'optimizer.load_state_dict(data["optimizer"])', "pass",
              ("tests/test_train.py",), "a resumed run's optimizer starts afresh"),
 )
 
