@@ -8,7 +8,6 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 from connectx_az import extras, paths
 from connectx_az.cli import bars, common
@@ -22,26 +21,11 @@ def cmd_arena(args: argparse.Namespace) -> int:
         raise common.UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
     common.require(args, *(common.ONNXRUNTIME_EVALUATOR if args.model else ()),
                    *(("kaggle_environments",) if args.builtin else ()))
-    players: dict[str, reference.Player] = {}
-
-    def add(name: str, make: Any, *make_args: Any) -> None:
-        unique, k = name, 2
-        while unique in players:
-            unique, k = f"{name}#{k}", k + 1
-        players[unique] = make(*make_args)
-
-    for path in args.model:
-        add(f"{Path(path).stem}@{args.sims}", reference.model_player, path, args.sims)
-    for path in args.submission:
-        if not Path(path).is_file():
-            raise common.UserError(f"{path} not found; run `make submission` first")
-        add(f"sub:{Path(path).stem}", reference.submission_player, path)
-    for depth in args.alphabeta:
-        if depth < 1:
-            raise common.UserError(f"--alphabeta depths must be >= 1, got {depth}")
-        add(f"alphabeta{depth}", reference.alphabeta_player, depth)
-    for name in args.builtin:
-        add(name, reference.builtin_player, name)
+    try:
+        players = reference.lineup(models=args.model, simulations=args.sims, submissions=args.submission,
+                                   alphabeta_depths=args.alphabeta, builtins=args.builtin)
+    except ValueError as exc:
+        raise common.UserError(str(exc)) from None
     if len(players) < 2:
         raise common.UserError(f"the arena needs at least two players, got {len(players)}")
 
@@ -89,43 +73,13 @@ def cmd_duel(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from connectx_az.engine import game
-    from connectx_az.evaluation import kaggle_io, players, reports
+    from connectx_az.evaluation import players, terminal
 
     if args.sims < 1:
         raise common.UserError("--sims must be >= 1")
     common.require(args, *common.ONNXRUNTIME_EVALUATOR)
-    agent = players.model_player(args.model, args.sims)
-    human = 0 if args.first else 1  # seat: 0 moves first
-    position, mask = game.initial()
-    print(f"you are {'X' if human == 0 else 'O'} ({'first' if human == 0 else 'second'}); "
-          "type a column 1-7, or q to quit")
-    while True:
-        observation, configuration = kaggle_io.kaggle_inputs(position, mask)
-        print(f"\n{reports.render_board(observation['board'])}")
-        over = game.outcome(position, mask)
-        if over is not None:
-            mover_is_human = (game.num_stones(mask) - 1) % 2 == human
-            print("draw" if over == 0 else "you win" if mover_is_human else "the agent wins")
-            return 0
-        if game.num_stones(mask) % 2 == human:
-            while True:
-                try:
-                    text = input("your move (1-7, q quits): ").strip().lower()
-                except EOFError:
-                    print("\nno more input: quitting")
-                    return 0
-                if text in ("q", "quit"):
-                    print("bye")
-                    return 0
-                if text.isdigit() and 1 <= int(text) <= game.COLS and game.is_legal(mask, int(text) - 1):
-                    col = int(text) - 1
-                    break
-                print(f"{text!r} is not a playable column: type 1-7 (a column that is not full) or q")
-        else:
-            col = int(agent(observation, configuration))
-            print(f"agent plays {col + 1}")
-        position, mask = game.play(position, mask, col)
+    terminal.play(players.model_player(args.model, args.sims), human_first=args.first)
+    return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -5,12 +5,13 @@ that also has a ``reset()`` method gets it called before each game (a submission
 re-executes its file there, as Kaggle does).  ``alphabeta_player`` is a
 deterministic depth-limited negamax over a line-counting ``heuristic``;
 ``model_player`` runs MCTS over an ONNX model; ``submission_player`` wraps a built
-``submission.py``; ``builtin_player`` gives kaggle-environments' own agents.
+``submission.py``; ``builtin_player`` gives kaggle-environments' own agents.  ``lineup`` names and
+makes the arena's players.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,33 @@ def builtin_player(name: str) -> Player:
     from kaggle_environments.envs.connectx.connectx import agents
 
     return agents[name]
+
+
+def lineup(*, models: Sequence[str | Path] = (), simulations: int = 800, submissions: Sequence[str | Path] = (),
+           alphabeta_depths: Sequence[int] = (), builtins: Sequence[str] = ()) -> dict[str, Player]:
+    """The arena's players by name, in this order: ``STEM@SIMULATIONS`` for each ONNX model, ``sub:STEM`` for
+    each built file, ``alphabetaN`` for each depth and the built-in names; a name taken already gets ``#2``,
+    ``#3``...  Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a depth below 1 or an
+    unknown built-in player.
+    """
+    players: dict[str, Player] = {}
+
+    def add(name: str, player: Player) -> None:
+        unique, k = name, 2
+        while unique in players:
+            unique, k = f"{name}#{k}", k + 1
+        players[unique] = player
+
+    for path in models:
+        add(f"{Path(path).stem}@{simulations}", model_player(path, simulations))
+    for path in submissions:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path} not found; run `make submission` first")
+        add(f"sub:{Path(path).stem}", submission_player(path))
+    for depth in alphabeta_depths:
+        if depth < 1:
+            raise ValueError(f"--alphabeta depths must be >= 1, got {depth}")
+        add(f"alphabeta{depth}", alphabeta_player(depth))
+    for name in builtins:
+        add(name, builtin_player(name))
+    return players
