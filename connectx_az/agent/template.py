@@ -88,19 +88,16 @@ class AgentConfig:
     asks numpy's BLAS for one thread (tiny matmuls only lose from threads on a
     shared core).  ``use_book``: play the embedded opening book's moves.
 
-    The compiled solver: ``compile_solver`` switches it on; the compile (about
-    2.5 s on one core here, numba's import included) runs on the first move that
-    searches, only while the bank holds ``compile_min_bank``.  In a move it may
-    add ``min(solver_extra_seconds, solver_bank_share * (bank -
+    The compiled solver: ``compile_solver`` switches it on; the compile (numba's
+    import included, paid once a game) runs on the first move that searches, only
+    while the bank holds ``compile_min_bank``.  In a move it may add
+    ``min(solver_extra_seconds, solver_bank_share * (bank -
     solver_bank_reserve))`` seconds from the bank to its share, when its
     measured node rate times its time covers ``solver_nodes``: ``(max empty
     cells, nodes)``, the median nodes of a weak proof of Pons' Begin positions
-    with that many empty cells, tightest first; none beyond the last entry
-    (``connectx-az bench solver --solvers numba --sets Begin-Easy Begin-Medium
-    Begin-Hard --limit 500 --deadline 10``, 2026-11-25: ``CompiledSolver.best_move(weak=True)``
-    from an empty table on 1,474 positions, its line "median nodes of a proof
-    by empty cells"; at 40 empty cells 3 of the 4 were not proven within 10 s,
-    about 190 M nodes).
+    with that many empty cells, tightest first; none beyond the last entry,
+    where most proofs do not end in any bank's time.  The measurements behind
+    these numbers: ``docs/agent.md``, *The figures behind the constants*.
     """
 
     backends: tuple[str, ...] = backends.BACKENDS

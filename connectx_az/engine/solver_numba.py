@@ -24,20 +24,18 @@ Budgets: compiled code cannot read a clock cheaply, so the kernel runs in
 slices of a node budget sized from the measured node rate to last about
 ``SLICE_SECONDS``; between slices Python checks the deadline.  A stopped slice
 keeps the bounds it stored, so the next slice re-walks the finished subtrees
-through the table: 4 ms slices cost 0.11% more nodes than one long call on the
-first 30 Begin-Medium positions.
+through the table, for a small share more nodes than one long call.
 
 Transposition table: ``table_size`` (a power of two) ``uint64`` entries in
 buckets of two, each entry packing the key (``position + mask``, 49 bits, so a
 hit is exact), the bound's kind and score, and the log2 of the nodes its
 subtree took.  Replacement as in Tromp's Fhourstones: the first slot keeps the
 costlier of two entries (a cheaper new entry goes to the second slot, a
-costlier one demotes the old entry there); on the first 40 Begin-Medium
-positions (weak) Pons' always-replace took 2.2 times the nodes with 2^16
-entries, 1.03 times with 2^22.  Keys are mirror-symmetric (``min(key,
-mirror(key))``): a position and its reflection share an entry, which saved
-4.5% of the nodes on the first five Begin-Hard positions and nothing on
-Begin-Medium, for a few operations a node.
+costlier one demotes the old entry there), which keeps the expensive proofs a
+small table would lose under Pons' always-replace.  Keys are mirror-symmetric
+(``min(key, mirror(key))``): a position and its reflection share an entry, for a
+few operations a node.  The measurements behind these choices: ``docs/agent.md``,
+*The figures behind the constants*.
 """
 
 from __future__ import annotations

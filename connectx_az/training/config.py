@@ -223,7 +223,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     }),
-    # one CPU core: about 81 s a generation, 450 generations in 10.1 hours (docs/results.md, the recipe from scratch)
+    # one CPU core, about ten hours in all (docs/results.md, the recipe from scratch, has its timings)
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
