@@ -423,10 +423,14 @@ class Agent:
             return col
         deadline += extra
 
+        return self._search_move(position, mask, evaluator, deadline, info)
+
+    def _search_move(self, position: int, mask: int, evaluator, deadline: float, info: dict) -> int:
+        """The search's move until ``deadline``, on the tree kept from the last move where it holds the position."""
         tree, info["reused_tree"] = self._tree_for(position, mask)
         self._reserve_nodes(tree, deadline)
         capacity, num_nodes, search_start = tree.capacity, int(tree.num_nodes[0]), time.perf_counter()
-        info["simulations"] = mcts.search(tree, evaluator, config.search, deadline=deadline)
+        info["simulations"] = mcts.search(tree, evaluator, self.config.search, deadline=deadline)
         search_seconds = time.perf_counter() - search_start
         if search_seconds > 0.01:
             self.nodes_per_second = (int(tree.num_nodes[0]) - num_nodes) / search_seconds

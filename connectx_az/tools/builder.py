@@ -285,50 +285,12 @@ def build_submission(
     if not os.access(out_path.parent, os.W_OK):
         raise BuildError(f"output folder {out_path.parent} is not writable; choose another --out")
 
-    rewrite = _loader_namespace()["_rewrite_imports"]
-    modules = pasted_modules()
-    sources = []
-    for name, rel in modules:
-        path = PACKAGE_DIR / rel
-        if not path.is_file():
-            raise BuildError(f"package source {path} is missing")
-        source = path.read_text(encoding="utf-8")
-        _check_source(rel, source, rewrite)
-        sources.append((name, source))
-
+    sources = _pasted_sources()
     try:
         meta = json.dumps(metadata or {}, sort_keys=True, default=str)
     except (TypeError, ValueError) as exc:
         raise BuildError(f"metadata is not JSON-able: {exc}") from None
-    b64 = base64.b64encode(data).decode("ascii")
-    book_b64 = base64.b64encode(book_data).decode("ascii")
-    book_line = (f"# book: {book_entries} positions, {len(book_data)} bytes, sha256 "
-                 f"{hashlib.sha256(book_data).hexdigest()}\n" if book_data else "# book: none\n")
-    parts = [
-        "# ConnectX agent built by connectx_az.tools.builder: AlphaZero MCTS over an embedded ONNX net.\n",
-        "# Generated file; edit the package sources, then rebuild.\n",
-        f"# model sha256: {sha256}\n",
-        f"# model: {len(data)} bytes, net {net_label} {json.dumps(net, sort_keys=True)}, "
-        f"float16 weights: {model.has_float16_weights}\n",
-        book_line,
-        f"# sources: {', '.join(rel for _, rel in modules)}\n",
-        f"# metadata: {meta}\n",
-        "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
-        "_T_START = time.perf_counter()\n",
-        f"MODEL_SHA256 = {sha256!r}\n",
-        'MODEL_B64 = """\n',  # base64.b64decode skips the newlines
-        *(f"{b64[i:i + _B64_LINE]}\n" for i in range(0, len(b64), _B64_LINE)),
-        '"""\n\n',
-        *(['BOOK_B64 = """\n', *(f"{book_b64[i:i + _B64_LINE]}\n" for i in range(0, len(book_b64), _B64_LINE)),
-           '"""\n\n'] if book_b64 else ['BOOK_B64 = ""\n\n']),
-        "_SOURCES = []\n",
-    ]
-    for name, source in sources:
-        parts.append(f"\n# ---- connectx_az/{dict(modules)[name]} (verbatim) ----\n")
-        parts.append(f"_SOURCES.append(({name!r}, {_literal(source, name)}))\n")
-    parts.append(_LOADER)
-    parts.append(_TAIL.format(optional=sorted(OPTIONAL_MODULES)))
-    text = "".join(parts)
+    text = _file_text(data, sha256, model, net, book_data, book_entries, meta, sources)
     num_bytes = len(text.encode("utf-8"))
     if num_bytes > MAX_BYTES:
         raise BuildError(f"submission would be {num_bytes / 1e6:.2f} MB, over the {MAX_BYTES / 1e6:g} MB limit; "
@@ -340,6 +302,54 @@ def build_submission(
     _write_atomic(text, out_path)
     return BuildReport(path=out_path, num_bytes=num_bytes, model_sha256=sha256, model_bytes=len(data),
                        net_label=net_label, book_entries=book_entries, book_bytes=len(book_data))
+
+
+def _pasted_sources() -> list[tuple[str, str, str]]:
+    """``(name, path relative to the package, source)`` of every pasted module, in load order, each checked."""
+    rewrite = _loader_namespace()["_rewrite_imports"]
+    sources = []
+    for name, rel in pasted_modules():
+        path = PACKAGE_DIR / rel
+        if not path.is_file():
+            raise BuildError(f"package source {path} is missing")
+        source = path.read_text(encoding="utf-8")
+        _check_source(rel, source, rewrite)
+        sources.append((name, rel, source))
+    return sources
+
+
+def _file_text(data: bytes, sha256: str, model: onnx_numpy.NumpyOnnxModel, net: dict, book_data: bytes,
+               book_entries: int, meta: str, sources: list[tuple[str, str, str]]) -> str:
+    """The text of ``submission.py``: the header, the embedded model and book, the sources, the loader, the tail."""
+    b64 = base64.b64encode(data).decode("ascii")
+    book_b64 = base64.b64encode(book_data).decode("ascii")
+    book_line = (f"# book: {book_entries} positions, {len(book_data)} bytes, sha256 "
+                 f"{hashlib.sha256(book_data).hexdigest()}\n" if book_data else "# book: none\n")
+    parts = [
+        "# ConnectX agent built by connectx_az.tools.builder: AlphaZero MCTS over an embedded ONNX net.\n",
+        "# Generated file; edit the package sources, then rebuild.\n",
+        f"# model sha256: {sha256}\n",
+        f"# model: {len(data)} bytes, net {net.get('label', 'unknown')} {json.dumps(net, sort_keys=True)}, "
+        f"float16 weights: {model.has_float16_weights}\n",
+        book_line,
+        f"# sources: {', '.join(rel for _, rel, _ in sources)}\n",
+        f"# metadata: {meta}\n",
+        "import base64\nimport re\nimport sys\nimport time\nimport types\n\n",
+        "_T_START = time.perf_counter()\n",
+        f"MODEL_SHA256 = {sha256!r}\n",
+        'MODEL_B64 = """\n',  # base64.b64decode skips the newlines
+        *(f"{b64[i:i + _B64_LINE]}\n" for i in range(0, len(b64), _B64_LINE)),
+        '"""\n\n',
+        *(['BOOK_B64 = """\n', *(f"{book_b64[i:i + _B64_LINE]}\n" for i in range(0, len(book_b64), _B64_LINE)),
+           '"""\n\n'] if book_b64 else ['BOOK_B64 = ""\n\n']),
+        "_SOURCES = []\n",
+    ]
+    for name, rel, source in sources:
+        parts.append(f"\n# ---- connectx_az/{rel} (verbatim) ----\n")
+        parts.append(f"_SOURCES.append(({name!r}, {_literal(source, name)}))\n")
+    parts.append(_LOADER)
+    parts.append(_TAIL.format(optional=sorted(OPTIONAL_MODULES)))
+    return "".join(parts)
 
 
 def embedded_model(path: str | Path) -> bytes:
