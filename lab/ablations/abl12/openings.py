@@ -1,7 +1,7 @@
 """Ablation 12's labels: ablation 11's file with the short openings' moves proven at 30 M nodes
 (runs/abl11/labels_m30.npz) and new openings of 4-10 plies (runs/abl11/labels_short.npz), the
 positions of at most 12 plies only."""
-from connectx_az.training import solved
+from connectx_az.training import labels as solved
 
 whole = solved.concat(solved.load("runs/abl11/labels_m30.npz"), solved.load("runs/abl11/labels_short.npz"))
 keep = whole.plies <= 12

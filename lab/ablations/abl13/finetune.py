@@ -12,8 +12,10 @@ import time
 import numpy as np
 import torch
 
-from connectx_az.training import network, replay, solved, train
-from connectx_az.evaluation import pons
+from connectx_az.training import network, replay, train
+from connectx_az.training import labels as solved
+from connectx_az.benchmarks import pons
+from connectx_az.evaluation import grading
 
 lr, per, steps, out = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 torch.set_num_threads(1)
@@ -32,7 +34,7 @@ losses = train.train_steps(net, opt, data, steps, 256, rng, torch.device("cpu"),
                            solved=rows, solved_per_batch=per)
 ev = network.TorchEvaluator(net)
 res = pons.grade_sets(lambda pos: pons.choose_policy(ev, pos))
-val = pons.value_accuracy(ev)
+val = grading.value_accuracy(ev)
 report = {"lr": lr, "per": per, "steps": steps, "seconds": round(time.time() - t),
           "losses": losses, "policy": {r.name: round(r.mistake_rate, 4) for r in res},
           "wrong": {r.name: [i for i, w in enumerate(r.is_mistake) if w] for r in res},

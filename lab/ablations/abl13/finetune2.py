@@ -9,8 +9,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from connectx_az.training import network, replay, solved
-from connectx_az.evaluation import pons
+from connectx_az.training import network, replay
+from connectx_az.training import labels as solved
+from connectx_az.benchmarks import pons
+from connectx_az.evaluation import grading
 
 lr, per, steps, kind, weight, out = (float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
                                      float(sys.argv[5]), sys.argv[6])
@@ -51,7 +53,7 @@ for step in range(steps):
 net.eval()
 ev = network.TorchEvaluator(net)
 res = pons.grade_sets(lambda pos: pons.choose_policy(ev, pos))
-val = pons.value_accuracy(ev)
+val = grading.value_accuracy(ev)
 torch.save(net.state_dict(), out.replace(".json", ".state.pt"))
 report = {"lr": lr, "per": per, "steps": steps, "kind": kind, "weight": weight, "seconds": round(time.time() - t),
           "proven_loss": tot / max(steps, 1), "policy": {r.name: round(r.mistake_rate, 4) for r in res},

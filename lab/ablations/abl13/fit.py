@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 from connectx_az.engine import game
-from connectx_az.training import network, solved
+from connectx_az.training import network
+from connectx_az.training import labels as solved
 
 net, _ = network.load_checkpoint(sys.argv[1])
 if len(sys.argv) > 2:

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from connectx_az.training import network, replay, solved
-from connectx_az.evaluation import pons
+from connectx_az.training import network, replay
+from connectx_az.training import labels as solved
+from connectx_az.benchmarks import pons
 
 lr, per, steps, weight, labels_path, out = (float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                             float(sys.argv[4]), sys.argv[5], sys.argv[6])

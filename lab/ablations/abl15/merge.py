@@ -3,7 +3,7 @@ import sys
 
 import numpy as np
 
-from connectx_az.training import solved
+from connectx_az.training import labels as solved
 
 out, max_plies, *inputs = sys.argv[1:]
 parts = [solved.load(path) for path in inputs]
