@@ -70,14 +70,14 @@ $(VENV)/.torch: | $(PY)
 $(VENV)/.train: pyproject.toml $(VENV)/.torch | $(PY)
 	$(CHECK_VENV)
 	$(PIP) install -e ".[train]"
-	touch $@ $(VENV)/.eval
+	touch $@
 
 $(VENV)/.test: pyproject.toml $(VENV)/.torch | $(PY)
 	$(CHECK_VENV)
 	$(PIP) install -e ".[test]"
 	touch $@ $(VENV)/.train $(VENV)/.eval $(VENV)/.validate
 
-# Grading a model (`eval pons --model`), the arena and play: onnxruntime runs the ONNX file, no torch.
+# Grading a model (`eval pons --model`), the arena and play: onnxruntime and kaggle-environments, no torch.
 $(VENV)/.eval: pyproject.toml | $(PY)
 	$(CHECK_VENV)
 	$(PIP) install -e ".[eval]"

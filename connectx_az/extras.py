@@ -2,11 +2,12 @@
 
 The package itself needs numpy alone (``make submission``: build a submission).
 The commands that run a model through onnxruntime (``eval pons --model``, ``arena``,
-``play``) need the ``eval`` extra, without torch; training and export need ``train``
-(which holds ``eval``); playing kaggle-environments' games and compiling the solver as
-on Kaggle need ``validate``.  A command names what it needs with ``require``
-before any work, and ``cli.main.main`` turns any other import of these packages that
-fails into the same sentence (``missing_message``).  Standard library only.
+``play``) need the ``eval`` extra, without torch (it holds kaggle-environments too, for
+the arena's built-in agents); training and export need ``train``; playing
+kaggle-environments' games and compiling the solver as on Kaggle need ``validate``.
+A command names what it needs with ``require`` before any work, and ``cli.main.main``
+turns any other import of these packages that fails into the same sentence
+(``missing_message``).  Standard library only.
 """
 
 from __future__ import annotations
