@@ -1,7 +1,7 @@
 """``connectx-az``: the parser of every command group, and ``main``.
 
 Each command group is a module of this folder with its own ``add_parsers`` (``train``, ``build``,
-``evaluate``, ``play``, ``bench``); each command imports what it needs when it runs, so ``build``
+``evaluate``, ``play``, ``release``, ``bench``); each command imports what it needs when it runs, so ``build``
 works with numpy alone and ``--help`` is instant.  Expected failures (bad paths, bad configs,
 corrupt models, files that are not submissions, optional packages not installed) print one line
 starting with ``error:`` and exit with status 2.
@@ -15,11 +15,11 @@ import os
 import sys
 
 from connectx_az import extras
-from connectx_az.cli import bench, build, evaluate, play, train
+from connectx_az.cli import bench, build, evaluate, play, release, train
 from connectx_az.cli.common import UserError, command_name
 
 #: the command groups, in the order ``--help`` lists their commands
-GROUPS = (train, build, evaluate, play, bench)
+GROUPS = (train, build, evaluate, play, release, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
