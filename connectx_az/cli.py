@@ -24,6 +24,7 @@ from connectx_az import extras
 DEFAULT_MODEL = Path(__file__).parent / "models" / "default.onnx"
 DEFAULT_CARD = Path(__file__).parent / "models" / "default.json"
 DEFAULT_CHECKPOINT = Path(__file__).parent / "models" / "default.pt"
+BENCH_SOLVER_LIMIT = 40
 DEFAULT_BOOK = Path(__file__).parent / "data" / "book" / "book.bin"
 
 
@@ -508,6 +509,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_clock(args)
     if args.what == "gpu":
         return cmd_bench_gpu(args)
+    if args.what == "precision":
+        return cmd_bench_precision(args)
     if args.what == "selfplay":
         _require(args, "torch", "onnx", "tqdm")
     else:
@@ -516,6 +519,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
                        workers=args.workers, preset=args.preset or "cpu", evaluator=args.evaluator, device=args.device,
                        precision=args.precision, game_repeats=args.game)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
+    return 0
+
+
+def cmd_bench_precision(args: argparse.Namespace) -> int:
+    _require(args, "torch", "onnx", "tqdm")
+    from connectx_az.evaluation import bench_precision
+
+    checkpoint = Path(args.checkpoint or DEFAULT_CHECKPOINT)
+    if not checkpoint.is_file():
+        raise UserError(f"--checkpoint {checkpoint} does not exist; pass a .pt file written by training")
+    limit = None if args.limit == BENCH_SOLVER_LIMIT else args.limit  # the solver's default is not this one's
+    if limit is not None and limit <= 0 or args.sims < 0:
+        raise UserError("--limit must be positive and --sims not negative")
+    print(f"float32 and bfloat16 on the Pons positions{f', MCTS {args.sims}' if args.sims else ''}, then the speed "
+          "of each (pin to one idle core: taskset -c 1)", flush=True)
+    result = bench_precision.run(checkpoint, limit=limit, sets=args.sets, sims=args.sims, seconds=args.seconds or 6.0)
+    print(json.dumps(result) if args.json else bench_precision.format_result(result))
     return 0
 
 
@@ -1000,8 +1020,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu", "precision"],
                    help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
+                        "precision: the network in float32 and bfloat16 on the Pons positions, and each one's speed; "
                         "clock: how close the built file's moves come to their budgets on a shared core (about "
                         "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
                         "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
@@ -1012,15 +1033,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
                         "each with every --batch")
-    p.add_argument("--limit", type=int, default=40,
-                   help="solver: the first N positions of each set (default 40)")
+    p.add_argument("--limit", type=int, default=BENCH_SOLVER_LIMIT,
+                   help=f"solver, precision: the first N positions of each set (default: solver "
+                        f"{BENCH_SOLVER_LIMIT}, precision all)")
+    p.add_argument("--checkpoint", help="precision: the network's checkpoint (default: the shipped one's, "
+                                        "models/default.pt)")
+    p.add_argument("--sims", type=int, default=0,
+                   help="precision: also grade MCTS at this many simulations in each precision (default 0: not)")
     p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
                    help="solver: which solvers to measure (default both)")
     p.add_argument("--deadline", type=float, default=max(bench.SOLVER_BUDGETS),
                    help=f"solver: seconds a position before it counts as unproven (default "
                         f"{max(bench.SOLVER_BUDGETS):g})")
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
-                   help=f"solver: these Pons sets instead (default {' '.join(bench.SOLVER_SETS)})")
+                   help=f"solver, precision: these Pons sets instead (default: solver {' '.join(bench.SOLVER_SETS)}, "
+                        "precision all)")
     p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
     p.add_argument("--budget", type=float, default=420.0,
                    help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")

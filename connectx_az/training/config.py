@@ -174,7 +174,7 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"
     # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
-    # the GPU's compute capability; training itself is always float32.
+    # the GPU's compute capability or the CPU's bfloat16 instructions; training itself is always float32.
     precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100
