@@ -533,7 +533,7 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
     if limit is not None and limit <= 0 or args.sims < 0:
         raise UserError("--limit must be positive and --sims not negative")
     print(f"float32 and bfloat16 on the Pons positions{f', MCTS {args.sims}' if args.sims else ''}, then the speed "
-          "of each (pin to one idle core: taskset -c 1)", flush=True)
+          "of each (pin to one idle core: taskset -c 1)", file=sys.stderr if args.json else sys.stdout, flush=True)
     result = bench_precision.run(checkpoint, limit=limit, sets=args.sets, sims=args.sims, seconds=args.seconds or 6.0)
     print(json.dumps(result) if args.json else bench_precision.format_result(result))
     return 0

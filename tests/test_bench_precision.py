@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -41,5 +43,8 @@ def test_the_bench_grades_both_precisions_paired_and_times_each(tmp_path, capsys
     assert cli.main(["bench", "precision", "--checkpoint", str(checkpoint), "--limit", "2", "--sets", "End-Easy",
                      "--seconds", "0.1"]) == 0
     assert "End-Easy" in capsys.readouterr().out
+    assert cli.main(["bench", "precision", "--checkpoint", str(checkpoint), "--limit", "2", "--sets", "End-Easy",
+                     "--seconds", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sets"]["End-Easy"]["n"] == 2  # the JSON alone on stdout
     assert cli.main(["bench", "precision", "--checkpoint", str(tmp_path / "none.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err
