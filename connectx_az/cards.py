@@ -3,7 +3,7 @@
 A card holds facts read from the file (``path``, ``num_bytes``, ``sha256``, ``net``, ``opset``, ``ops``)
 and, where known, how the model was made and how strong it is:
 
-- ``trained_by``: one line, the command (``connectx-az train --preset cpu``) or a short summary;
+- ``trained_by``: one line, the command (``connectx-az train RUN --preset cpu``) or a short summary;
 - ``training``: ``generations``, ``games``, ``hours`` (CPU- or GPU-hours of generation time), ...;
 - ``provenance``: ``summary`` and ``steps`` (one command line each) where one command does not say it;
 - ``strength``: ``headline`` (one line, measured), ``command`` (what measured it), ``network``.

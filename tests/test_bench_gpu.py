@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 
 from connectx_az.cli import main as cli_main  # noqa: E402
 from connectx_az.tools import bench_gpu  # noqa: E402
+from connectx_az.training import network  # noqa: E402
 
 CPU_FORM = bench_gpu.CheckConfig(preset="smoke", device="cpu", budget=180.0, generations=2, seconds=0.2,
                                  workers=(0, 2), num_moves=1, act_timeout=0.2)
@@ -25,12 +26,13 @@ def test_every_step_runs_on_the_cpu_with_the_smoke_preset(tmp_path) -> None:
     log = (tmp_path / "gpu_check.log").read_text()
     assert all(f"{name}: " in log for name in bench_gpu.STEPS)
 
-    assert steps["device"]["device"] == "cpu" and steps["device"]["auto_precision"] == "float32"
+    auto = "bfloat16" if network.cpu_has_fast_bfloat16() else "float32"
+    assert steps["device"]["device"] == "cpu" and steps["device"]["auto_precision"] == auto
     assert "passed" in steps["tests"]["summary"] and "failed" not in steps["tests"]["summary"]
     rows = steps["throughput"]["rows"]
     assert [r["evaluator"] for r in rows] == ["free"] + ["network"] * 6
     assert [(r["precision"], r["workers"]) for r in rows[1:]] == [
-        (p, w) for w in (0, 2) for p in bench_gpu.PRECISIONS]
+        (p, w) for w in (0, 2) for p in sorted(bench_gpu.PRECISIONS, key=lambda p: p != auto)]  # auto's first
     assert all(r["selfplay_evals_per_s"] > 0 and r["positions_per_s"] > 0 for r in rows[1:])
     assert rows[0]["tree_evals_per_s_per_core"] > 0
     assert set(steps["throughput"]["forward"]["seconds"]) == {str(b) for b in bench_gpu.FORWARD_BATCHES}

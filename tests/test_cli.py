@@ -98,7 +98,7 @@ def test_smoke_train_export_build_and_play_a_kaggle_game(tmp_path: Path) -> None
     built = _run("build", "--model", str(tmp_path / "model.onnx"), "--out", str(tmp_path / "submission.py"),
                  cwd=tmp_path)
     assert built.returncode == 0, built.stderr
-    assert "trained: connectx-az train --preset smoke" in built.stdout
+    assert "trained: connectx-az train RUN --preset smoke" in built.stdout
 
     from kaggle_environments import make
 
@@ -408,8 +408,9 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     shown = _run("card", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     card = json.loads(DEFAULT_CARD.read_text())
-    assert "trained by: four warm-started runs\n" in shown.stdout and "measured by: connectx-az eval" in shown.stdout
-    assert card["trained_by"] == "four warm-started runs (`connectx-az card`)"  # build's line points to `card`
+    assert "trained by: connectx-az train RUN --preset cpu\n" in shown.stdout
+    assert "measured by: connectx-az compare" in shown.stdout
+    assert card["trained_by"] == "connectx-az train RUN --preset cpu" and card["training"]["generations"] == 450
     as_json = _run("card", str(DEFAULT_CARD), "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == card
     (tmp_path / "bad.json").write_text("{not json")

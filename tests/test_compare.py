@@ -3,6 +3,7 @@ differ), the card's strength read from the grades, and a smoke compare of two sm
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from connectx_az.benchmarks import pons
 from connectx_az.cli import main as cli_main
 from connectx_az.tools import compare
+from connectx_az.training import config
 
 
 def test_the_sign_test_is_the_one_sided_exact_binomial() -> None:
@@ -109,7 +111,8 @@ def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
     for runtime in compare.RUNTIMES:
         write_grades(tmp_path, runtime=runtime, candidate={"Begin-Hard": [0, 1] if runtime == "numpy" else [],
                                                            "End-Easy": [4]})
-    (tmp_path / "compare.json").write_text(json.dumps({"candidate": "c.onnx", "against": "s.onnx",
+    (tmp_path / "compare.json").write_text(json.dumps({"candidate": "/runs/c.onnx", "against": "/pkg/s.onnx",
+                                                       "sha256": ["ab" * 32, "cd" * 32],
                                                        "sizes": {**compare.FULL.__dict__},
                                                        "runtimes": list(compare.RUNTIMES)}))
     network = json.loads((tmp_path / "network.json").read_text())
@@ -118,7 +121,7 @@ def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
     card = compare.strength_card(tmp_path)
     assert card["headline"] == ("Kaggle clock, with the book: Pons Begin-Hard 0.0% (kaggle) / 10.0% (numpy) mistakes, "
                                 "other sets <= 5.0%")
-    assert card["command"] == "connectx-az compare c.onnx"
+    assert card["command"] == "connectx-az compare c.onnx (against s.onnx, sha256 cdcdcdcdcdcd)"
     assert card["network"].startswith("MCTS 800: Begin-Hard 0.0%, Begin-Medium 0.0%")  # `card` says "network alone"
     assert card["network"].endswith("value head W/D/L on Begin-Hard's 1,000 positions 71.2%")
 
@@ -138,12 +141,26 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
         "negamax_numpy.json", "duel_numpy.json", "network.json", "compare.json", "verdict.json"}
     assert (out / "candidate.py").is_file() and (out / "shipped.py").is_file()
     assert "numpy runtime, under the clock" in text and "network alone, MCTS 800" in text
-    assert json.loads(card.read_text())["strength"]["headline"].startswith("Kaggle clock, with the book")
+    written = json.loads(card.read_text())
+    assert written["strength"]["headline"].startswith("Kaggle clock, with the book")
+    assert written["path"] == "candidate.onnx" and written["sha256"] == hashlib.sha256(candidate.read_bytes()).hexdigest()
+    assert "training" not in written
     # run again: every grade is there, nothing is graded twice, the same verdict
     before = {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")}
     assert cli_main.main(args) == code
     assert {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")} == before
-    capsys.readouterr()
+    # the card of a model exported from a run: --run adds how that run trained it
+    run = tmp_path / "run"
+    run.mkdir()
+    config.save_config(config.make_config("smoke"), run)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(
+        {"num_games": 4, "num_positions": 50, "num_evaluations": 900, "seconds": 1800}) + "\n" for _ in range(3)))
+    assert cli_main.main([*args, "--card", str(card), "--run", str(run)]) == code
+    written = json.loads(card.read_text())
+    assert written["trained_by"] == "connectx-az train RUN --preset smoke" and written["generation"] == 3
+    assert written["training"]["hours"] == 1.5 and written["training"]["games"] == 12
+    assert cli_main.main([*args, "--card", str(card), "--run", str(tmp_path)]) == 2
+    assert "not a training run folder" in capsys.readouterr().err
     # another candidate in the same folder is refused in one line, nothing written; so is the same file changed
     assert cli_main.main(["compare", str(wide_onnx), "--out", str(out), "--runtimes", "numpy"]) == 2
     err = capsys.readouterr().err.strip()

@@ -87,9 +87,9 @@ def test_growing_window_starts_at_one_generation() -> None:
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]
-    assert config.train_command(saved) == "connectx-az train --preset cpu"
+    assert config.train_command(saved) == "connectx-az train RUN --preset cpu"
     assert config.train_command({**saved, "num_generations": 7}) == \
-        "connectx-az train --preset cpu --set num_generations=7"
+        "connectx-az train RUN --preset cpu --set num_generations=7"
 
 
 def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["selfplay"]["gumbel"]
     saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
-    assert config.train_command(saved) == "connectx-az train --preset cpu"
+    assert config.train_command(saved) == "connectx-az train RUN --preset cpu"
     saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
     (tmp_path / "config.json").write_text(json.dumps(saved))
     loaded = config.load_config(tmp_path)
@@ -148,13 +148,13 @@ def test_the_settings_load_without_torch() -> None:
 
 def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_remakes_the_config() -> None:
     assert config.train_command(config.to_dict(config.make_config("cpu", overrides=["seed=3"]))) == \
-        "connectx-az train --preset cpu"
+        "connectx-az train RUN --preset cpu"
     changed = ["num_generations=450", "net.value_pool=false", "train.lr=0.0001", "train.solved_max_plies=10"]
     command = config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)))
-    assert command.startswith("connectx-az train --preset gpu --set ")
+    assert command.startswith("connectx-az train RUN --preset gpu --set ")
     sets = command.split(" --set ")[1:]
     assert sorted(sets) == sorted(changed)
     assert config.make_config("gpu", overrides=sets) == config.make_config("gpu", overrides=changed)
     assert config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
-        "connectx-az train --preset gpu (4 settings changed: see config.json)"
-    assert config.train_command({"no_such_setting": 1}) == "connectx-az train (custom settings: see config.json)"
+        "connectx-az train RUN --preset gpu (4 settings changed: see config.json)"
+    assert config.train_command({"no_such_setting": 1}) == "connectx-az train RUN (custom settings: see config.json)"

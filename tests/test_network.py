@@ -70,11 +70,23 @@ def test_supported_gpus_get_cuda_and_the_fast_precision_for_their_capability(
     assert network.autocast_dtype("cuda", "bfloat16") is torch.bfloat16
 
 
-def test_no_gpu_means_the_cpu_and_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_gpu_means_the_cpu_and_bfloat16_only_where_it_has_bfloat16_instructions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert devices.resolve_device("auto") == torch.device("cpu")
-    assert network.autocast_dtype("cpu") is None
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert not network.cpu_has_fast_bfloat16() and network.autocast_dtype("cpu") is None
     assert network.autocast_dtype("cpu", "bfloat16") is torch.bfloat16  # asked for explicitly
+    assert network.autocast_dtype("cpu", "float32") is None
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)  # AMX alone will do
+    assert network.cpu_has_fast_bfloat16() and network.autocast_dtype("cpu") is torch.bfloat16
+    assert network.autocast_dtype("cpu", "float32") is None  # an explicit float32 is obeyed
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")  # a torch without a probe: no, not an error
+    assert not network.cpu_has_fast_bfloat16()
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)  # no oneDNN: no fast bfloat16
+    assert not network.cpu_has_fast_bfloat16()
     with pytest.raises(config.ConfigError, match="sees no CUDA GPU"):
         devices.resolve_device("cuda")
 

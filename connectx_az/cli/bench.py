@@ -1,14 +1,18 @@
-"""The commands of ``bench``: the speed benchmarks (agent, selfplay, solver, clock, gpu)."""
+"""The commands of ``bench``: the speed benchmarks (agent, selfplay, solver, clock, gpu, precision)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from connectx_az import paths
 from connectx_az.cli import bars, common
+
+#: bench solver's default --limit (bench precision's is every position)
+SOLVER_LIMIT = 40
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -20,6 +24,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_clock(args)
     if args.what == "gpu":
         return cmd_bench_gpu(args)
+    if args.what == "precision":
+        return cmd_bench_precision(args)
     if args.what == "selfplay":
         common.require(args, "torch", "onnx", "tqdm")
         from connectx_az.tools import bench_selfplay
@@ -33,6 +39,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         result = bench_agent.bench_agent(args.model, seconds=args.seconds or 5.0)
     print(json.dumps(result) if args.json else bench.format_result(args.what, result))
+    return 0
+
+
+def cmd_bench_precision(args: argparse.Namespace) -> int:
+    common.require(args, "torch", "onnx", "tqdm")
+    from connectx_az.tools import bench_precision
+
+    checkpoint = Path(args.checkpoint or paths.DEFAULT_CHECKPOINT)
+    if not checkpoint.is_file():
+        raise common.UserError(f"--checkpoint {checkpoint} does not exist; pass a .pt file written by training")
+    limit = None if args.limit == SOLVER_LIMIT else args.limit  # the solver's default is not this one's
+    if limit is not None and limit <= 0 or args.sims < 0:
+        raise common.UserError("--limit must be positive and --sims not negative")
+    print(f"float32 and bfloat16 on the Pons positions{f', MCTS {args.sims}' if args.sims else ''}, then the speed "
+          "of each (pin to one idle core: taskset -c 1)", file=sys.stderr if args.json else sys.stdout, flush=True)
+    result = bench_precision.run(checkpoint, limit=limit, sets=args.sets, sims=args.sims, seconds=args.seconds or 6.0)
+    print(json.dumps(result) if args.json else bench_precision.format_result(result))
     return 0
 
 
@@ -100,8 +123,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     from connectx_az.tools import bench_solver  # numpy only: the solver's budgets
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu"],
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu", "precision"],
                    help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
+                        "precision: the network in float32 and bfloat16 on the Pons positions, and each one's speed; "
                         "clock: how close the built file's moves come to their budgets on a shared core (about "
                         "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
                         "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
@@ -112,15 +136,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
                         "each with every --batch")
-    p.add_argument("--limit", type=int, default=40,
-                   help="solver: the first N positions of each set (default 40)")
+    p.add_argument("--limit", type=int, default=SOLVER_LIMIT,
+                   help=f"solver, precision: the first N positions of each set (default: solver {SOLVER_LIMIT}, "
+                        "precision all)")
+    p.add_argument("--checkpoint", help="precision: the network's checkpoint (default: the shipped one's, "
+                                        "models/default.pt)")
+    p.add_argument("--sims", type=int, default=0,
+                   help="precision: also grade MCTS at this many simulations in each precision (default 0: not)")
     p.add_argument("--solvers", nargs="+", choices=["python", "numba"], default=["python", "numba"],
                    help="solver: which solvers to measure (default both)")
     p.add_argument("--deadline", type=float, default=max(bench_solver.SOLVER_BUDGETS),
                    help=f"solver: seconds a position before it counts as unproven (default "
                         f"{max(bench_solver.SOLVER_BUDGETS):g})")
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
-                   help=f"solver: these Pons sets instead (default {' '.join(bench_solver.SOLVER_SETS)})")
+                   help=f"solver, precision: these Pons sets instead (default: solver "
+                        f"{' '.join(bench_solver.SOLVER_SETS)}, precision all)")
     p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
     p.add_argument("--budget", type=float, default=420.0,
                    help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from connectx_az.cli import common
 
@@ -29,12 +30,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
                          duel_cache=args.duel_cache)
     print("\n".join(compare.format_verdict(result, sizes=sizes, candidate=str(candidate), shipped=args.against)))
     if args.card:
-        model = out / "candidate.onnx" if (out / "candidate.onnx").is_file() else candidate
-        card = cards.load(model.with_suffix(".json"))
+        card = _candidate_card(out / "candidate.onnx" if (out / "candidate.onnx").is_file() else candidate, args.run)
         card["strength"] = compare.strength_card(out)
         Path(args.card).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
         print(f"wrote {args.card}: {card['strength']['headline']}")
     return 0 if result["ships"] else 1
+
+
+def _candidate_card(model: Path, run: str | None) -> dict[str, Any]:
+    """The card of the compared ONNX ``model``: the one beside it, else the facts read from the file; with ``run``
+    (the run folder it came from), how that run trained it (its ``config.json`` and ``metrics.jsonl``)."""
+    from connectx_az import cards
+
+    card = cards.load(model.with_suffix(".json"))
+    if not card:
+        from connectx_az.training import export
+
+        card = export.model_card(model)
+    card["path"] = Path(card.get("path", model)).name  # where it was graded means nothing in another folder
+    if run:
+        from connectx_az.training import runs, train
+
+        run_dir = Path(run)
+        if not (run_dir / runs.METRICS).is_file() or not (run_dir / "config.json").is_file():
+            raise common.UserError(f"--run {run_dir}: not a training run folder (no {runs.METRICS} and config.json)")
+        card["training"] = train.summarize(runs.read_metrics(run_dir), json.loads((run_dir / "config.json").read_text()))
+        card["trained_by"] = card["training"].pop("command")
+        card["generation"] = card["training"]["generations"]
+    return card
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -56,6 +79,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "a set")
     p.add_argument("--out", help="folder for the builds and grades (default build/compare/CANDIDATE[-quick])")
     p.add_argument("--card", metavar="PATH", help="write the candidate's model card, its strength from these grades")
+    p.add_argument("--run", metavar="RUN_DIR",
+                   help="with --card: the training run the candidate came from, for the card's training facts")
     p.add_argument("--runtimes", nargs="+", choices=list(compare.RUNTIMES), default=list(compare.RUNTIMES),
                    help="the agent's runtimes to grade (default both)")
     p.add_argument("--cores", type=int, nargs="+", default=[], metavar="CORE",

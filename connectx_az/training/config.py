@@ -174,7 +174,7 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"
     # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
-    # the GPU's compute capability; training itself is always float32.
+    # the GPU's compute capability or the CPU's bfloat16 instructions; training itself is always float32.
     precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100
@@ -407,15 +407,15 @@ def train_command(values: dict[str, Any], *, max_changes: int = 8) -> str:
     try:
         leaves = _leaves(to_dict(from_dict(values)))
     except ConfigError:
-        return "connectx-az train (custom settings: see config.json)"
+        return "connectx-az train RUN (custom settings: see config.json)"
     leaves.pop("seed")
     changes = {name: [f"{key}={'true' if v is True else 'false' if v is False else v}"
                       for key, v in leaves.items() if preset.get(key) != v]
                for name, preset in ((name, _leaves(to_dict(make_config(name)))) for name in PRESETS)}
     name = min(changes, key=lambda n: len(changes[n]))
     if len(changes[name]) > max_changes:
-        return f"connectx-az train --preset {name} ({len(changes[name])} settings changed: see config.json)"
-    return " ".join([f"connectx-az train --preset {name}", *(f"--set {c}" for c in changes[name])])
+        return f"connectx-az train RUN --preset {name} ({len(changes[name])} settings changed: see config.json)"
+    return " ".join([f"connectx-az train RUN --preset {name}", *(f"--set {c}" for c in changes[name])])
 
 
 def save_json(data: dict[str, Any], path: str | Path) -> None:

@@ -12,7 +12,9 @@ a move.  A 6x64 net is about 40% slower and a 5x128 one about 4x slower.
 Inference precision follows the device (``autocast_dtype``): bfloat16 autocast
 on GPUs of compute capability 8.0 and up, float16 on 7.x (a T4 has no native
 bfloat16, and bfloat16 convolutions below 8.0 miss cuDNN and crawl), plain
-float32 below that and on the CPU.  Training always runs in float32.
+float32 below that; on a CPU, bfloat16 where it has bfloat16 instructions
+(AVX-512 BF16 or AMX: ``cpu_has_fast_bfloat16``), float32 elsewhere, where
+bfloat16 is emulated and slower.  Training always runs in float32.
 
 Checkpoints are plain ``torch.save`` dicts of tensors and JSON-able values,
 loaded with ``weights_only=True``; ``load_checkpoint`` turns every way a file
@@ -36,13 +38,28 @@ from connectx_az.engine import game
 from connectx_az.training.config import PRECISIONS, NetConfig  # noqa: F401
 
 
+def cpu_has_fast_bfloat16() -> bool:
+    """Whether this CPU has bfloat16 instructions (AVX-512 BF16 or AMX tiles), as this torch build sees them.
+
+    Without them torch emulates bfloat16 on the CPU, and autocast only adds casts."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        try:
+            if getattr(torch.cpu, probe)():
+                return True
+        except (AttributeError, RuntimeError):  # an older or newer torch without the probe
+            continue
+    return False
+
+
 def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch.dtype | None:
     """The autocast dtype for inference on ``device``, or None for plain float32.
 
     ``precision`` is one of ``PRECISIONS``.  ``"auto"`` picks bfloat16 on a CUDA
     device of compute capability >= 8.0 (A100, H100, RTX 30xx), float16 on 7.x
-    (T4, V100) and float32 below that (P100) and on the CPU, where autocast
-    only adds casts.  An explicit name is obeyed on any device, even where it
+    (T4, V100) and float32 below that (P100); on a CPU, bfloat16 where
+    ``cpu_has_fast_bfloat16``, else float32.  An explicit name is obeyed on any device, even where it
     is slow (bfloat16 below compute capability 8.0 is emulated).  Raises ``ValueError`` for an unknown name.
     """
     if precision not in PRECISIONS:
@@ -52,6 +69,8 @@ def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch
     if precision != "auto":
         return getattr(torch, precision)
     device = torch.device(device)
+    if device.type == "cpu":
+        return torch.bfloat16 if cpu_has_fast_bfloat16() else None
     if device.type != "cuda":
         return None
     major, _ = torch.cuda.get_device_capability(device)

@@ -1,0 +1,110 @@
+"""``bench precision``: the network in float32 and in bfloat16 on the Pons positions, and its speed in each.
+
+Whether inference in bfloat16 (what ``network.autocast_dtype`` picks on a CPU with bfloat16 instructions)
+changes what self-play sees.  Per set, on every position: the largest and the mean |difference| of the
+move probabilities (softmax over the legal moves) and of the value, the share of positions whose most
+likely move differs, and the raw policy's mistakes in each precision with the paired counts; with
+``sims``, the same for MCTS at that many simulations.  Then network evaluations a second at ``batch``
+positions a call in each precision, timed in turns (pin the command to one idle core: ``taskset -c 1``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from connectx_az.benchmarks import pons
+from connectx_az.engine import game, mcts
+from connectx_az.evaluation import grading
+
+PRECISIONS = ("float32", "bfloat16")
+
+
+def _softmax_legal(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    z = np.where(legal, logits, -np.inf)
+    z = np.exp(z - z.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def agreement(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray],
+              legal: np.ndarray) -> dict[str, float]:
+    """How close two evaluations of the same positions are: ``(logits, value)`` each, ``legal`` the moves."""
+    p, q = _softmax_legal(first[0], legal), _softmax_legal(second[0], legal)
+    dv = np.abs(first[1] - second[1])
+    return {"policy_max": float(np.abs(p - q).max()), "policy_mean": float(np.abs(p - q)[legal].mean()),
+            "top_move_differs": float((p.argmax(axis=1) != q.argmax(axis=1)).mean()),
+            "value_max": float(dv.max()), "value_mean": float(dv.mean())}
+
+
+def _rate(evaluator: Any, obs: np.ndarray, seconds: float) -> float:
+    evaluator.evaluate(obs)
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        evaluator.evaluate(obs)
+        calls += 1
+    return calls * len(obs) / elapsed
+
+
+def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str] | None = None,
+        sims: int = 0, seconds: float = 3.0, batch: int = 32) -> dict[str, Any]:
+    """The figures of the module's docstring for the network of ``checkpoint`` (a training checkpoint)."""
+    from connectx_az.training.network import TorchEvaluator, load_checkpoint
+
+    net = load_checkpoint(checkpoint)[0]
+    evaluators = {p: TorchEvaluator(net, "cpu", p) for p in PRECISIONS}
+    rows: dict[str, dict[str, Any]] = {}
+    for name in sets or list(pons.SETS):
+        positions = pons.load_set(name, limit=limit)
+        boards = [pons.position_of(p) for p in positions]
+        pos = np.array([b[0] for b in boards], np.uint64)
+        mask = np.array([b[1] for b in boards], np.uint64)
+        obs = game.encode(pos, mask)
+        outputs = {p: e.evaluate(obs) for p, e in evaluators.items()}
+        row: dict[str, Any] = {"n": len(positions), **agreement(outputs["float32"], outputs["bfloat16"],
+                                                                   game.legal_mask(mask))}
+        grades = {p: pons.grade(name, positions, [int(c) for c in pons.choose_policy(e, boards)])
+                  for p, e in evaluators.items()}
+        row["policy"] = _paired(grades)
+        if sims:
+            search = mcts.SearchConfig(num_simulations=sims)
+            grades = {p: pons.search_mistake_rates(e, search, limit=limit, sets=[name])[0]
+                      for p, e in evaluators.items()}
+            row[f"mcts{sims}"] = _paired(grades)
+        rows[name] = row
+    sample = game.encode(*(np.array(x, np.uint64) for x in zip(*[pons.position_of(p) for p in
+                                                                  pons.load_set("Middle-Medium", limit=batch)])))
+    speed = {p: 0.0 for p in PRECISIONS}
+    for _ in range(2):  # in turns, so that a drift of the machine's speed is shared
+        for p, e in evaluators.items():
+            speed[p] = max(speed[p], _rate(e, sample, seconds / 2))
+    return {"checkpoint": str(checkpoint), "sets": rows, "evals_per_s": {p: round(v) for p, v in speed.items()},
+            "batch": batch, "sims": sims}
+
+
+def _paired(grades: dict[str, pons.SetResult]) -> dict[str, int]:
+    both = grading.compare(grades["float32"], grades["bfloat16"])
+    return {"float32": grades["float32"].num_mistakes, "bfloat16": grades["bfloat16"].num_mistakes,
+            "only_float32_right": both.only_first, "only_bfloat16_right": both.only_second}
+
+
+def format_result(result: dict[str, Any]) -> str:
+    """The figures as a table: one line a set, then the speed."""
+    modes = ["policy"] + ([f"mcts{result['sims']}"] if result["sims"] else [])
+    lines = [f"{result['checkpoint']}: float32 against bfloat16 on the Pons positions; |difference| max / mean of the "
+             "move probabilities and the value; mistakes float32 / bfloat16 (paired: only float32 right / only "
+             "bfloat16 right)",
+             f"  {'set':<14} {'n':>5}  {'policy':>17}  {'top move differs':>16}  {'value':>17}  "
+             + "  ".join(f"{m:<22}" for m in modes)]
+    for name, r in result["sets"].items():
+        graded = "  ".join(f"{r[m]['float32']:>4} / {r[m]['bfloat16']:<4} ({r[m]['only_float32_right']} / "
+                           f"{r[m]['only_bfloat16_right']})".ljust(22) for m in modes)
+        lines.append(f"  {name:<14} {r['n']:>5}  {r['policy_max']:.4f} / {r['policy_mean']:.5f}  "
+                     f"{r['top_move_differs']:>16.1%}  {r['value_max']:.4f} / {r['value_mean']:.5f}  {graded}")
+    speed = result["evals_per_s"]
+    lines.append(f"network evaluations a second at batch {result['batch']}: float32 {speed['float32']:,}, "
+                 f"bfloat16 {speed['bfloat16']:,} ({speed['bfloat16'] / max(speed['float32'], 1):.2f}x)")
+    return "\n".join(lines)
