@@ -48,3 +48,11 @@ def test_the_bench_grades_both_precisions_paired_and_times_each(tmp_path, capsys
     assert json.loads(capsys.readouterr().out)["sets"]["End-Easy"]["n"] == 2  # the JSON alone on stdout
     assert cli_main.main(["bench", "precision", "--checkpoint", str(tmp_path / "none.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_benchmark_names_the_cpu_model_it_ran_on() -> None:
+    from connectx_az.tools import bench
+
+    assert bench.cpu_name() and bench.machine()["cpu"] == bench.cpu_name()
+    line = bench.format_result("solver", {**bench.machine(), "rate": 1}).splitlines()[0]
+    assert bench.cpu_name() in line and line.startswith("solver benchmark (")

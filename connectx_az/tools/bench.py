@@ -13,9 +13,22 @@ from pathlib import Path
 from typing import Any
 
 
+def cpu_name() -> str:
+    """The CPU's model as the system names it ("AMD EPYC", "Intel(R) Xeon(R) ..."): rates differ between machines
+    of one architecture, so a figure names the model it was measured on."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
-    return {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d")}
+    return {"machine": platform.machine(), "cpu": cpu_name(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
 def rate(fn: Any, per_call: int, seconds: float) -> float:
@@ -35,9 +48,10 @@ def probe_source(name: str) -> str:
 
 
 def format_result(what: str, result: dict[str, Any]) -> str:
-    lines = [f"{what} benchmark ({result.get('date')}, {result.get('machine')}, {result.get('cpus')} cpus)"]
+    lines = [f"{what} benchmark ({result.get('date')}, {result.get('machine')}, {result.get('cpu')}, "
+             f"{result.get('cpus')} cpus)"]
     for key, value in result.items():
-        if key in ("date", "machine", "cpus", "python"):
+        if key in ("date", "machine", "cpu", "cpus", "python"):
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())

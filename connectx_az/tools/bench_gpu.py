@@ -167,14 +167,14 @@ def _device(ctx: _Context) -> dict[str, Any]:
     out: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
                            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
                            "device": str(device), "cpus": os.cpu_count(), "python": platform.python_version(),
-                           "machine": platform.machine()}
+                           "machine": platform.machine(), "cpu": bench.cpu_name()}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         out.update(name=props.name, capability=f"{props.major}.{props.minor}",
                    memory_gib=round(props.total_memory / 2**30, 1), multiprocessors=props.multi_processor_count,
                    arch_list=torch.cuda.get_arch_list())
     else:
-        out.update(name=platform.processor() or platform.machine(), capability=None)
+        out.update(name=bench.cpu_name(), capability=None)
     dtype = network.autocast_dtype(device, "auto")
     out["auto_precision"] = ctx.auto_precision = str(dtype).removeprefix("torch.") if dtype is not None else "float32"
     return out

@@ -20,6 +20,7 @@ import numpy as np
 from connectx_az.benchmarks import pons
 from connectx_az.engine import game, mcts
 from connectx_az.evaluation import grading
+from connectx_az.tools import bench
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -82,7 +83,7 @@ def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str]
         for p, e in evaluators.items():
             speed[p] = max(speed[p], _rate(e, sample, seconds / 2))
     return {"checkpoint": str(checkpoint), "sets": rows, "evals_per_s": {p: round(v) for p, v in speed.items()},
-            "batch": batch, "sims": sims}
+            "batch": batch, "sims": sims, **bench.machine()}
 
 
 def _paired(grades: dict[str, pons.SetResult]) -> dict[str, int]:
@@ -105,6 +106,7 @@ def format_result(result: dict[str, Any]) -> str:
         lines.append(f"  {name:<14} {r['n']:>5}  {r['policy_max']:.4f} / {r['policy_mean']:.5f}  "
                      f"{r['top_move_differs']:>16.1%}  {r['value_max']:.4f} / {r['value_mean']:.5f}  {graded}")
     speed = result["evals_per_s"]
-    lines.append(f"network evaluations a second at batch {result['batch']}: float32 {speed['float32']:,}, "
-                 f"bfloat16 {speed['bfloat16']:,} ({speed['bfloat16'] / max(speed['float32'], 1):.2f}x)")
+    lines.append(f"network evaluations a second at batch {result['batch']} ({result.get('date')}, "
+                 f"{result.get('cpu')}): float32 {speed['float32']:,}, bfloat16 {speed['bfloat16']:,} "
+                 f"({speed['bfloat16'] / max(speed['float32'], 1):.2f}x)")
     return "\n".join(lines)

@@ -7,7 +7,8 @@
 #
 # Each call trains both arms at once, one per core, in chunks of CHUNK (default 30m) that stop between
 # generations (`train --time-budget`), the arms swapping cores from one chunk to the next, until both have
-# run HOURS (default 1); then it exports and grades them (about 15 minutes a core). Needs both cores idle.
+# run HOURS (default 1; a last chunk is cut to what a run has left); then it exports and grades them (about
+# 15 minutes a core). Needs both cores idle.
 # A quick try of the script itself: PRESET=smoke SIMS=8 LIMIT=5 lab/precision/equal_time.sh /tmp/eq 0.001 1m
 set -euo pipefail
 OUT=${1:?usage: equal_time.sh OUT [HOURS] [CHUNK]}
@@ -26,6 +27,11 @@ hours() {  # the generation seconds a run has summed, in hours (0 before it star
   python3 -c "import json,sys; print(sum(json.loads(l)['seconds'] for l in open(sys.argv[1])) / 3600)" "$1/metrics.jsonl"
 }
 short() { python3 -c "import sys; print(float(sys.argv[1]) < float(sys.argv[2]))" "$1" "$HOURS"; }
+budget() {  # CHUNK, or what the run has left of HOURS where that is less (whole minutes, at least one)
+  python3 -c "import math, sys; left = (float(sys.argv[2]) - float(sys.argv[1])) * 60
+chunk = sys.argv[3]; minutes = float(chunk[:-1]) * {'h': 60, 'm': 1, 's': 1 / 60}[chunk[-1]]
+print(f'{max(1, math.ceil(min(left, minutes)))}m')" "$1" "$HOURS" "$CHUNK"
+}
 
 chunk=$(find "$OUT" -maxdepth 1 -name "chunk_*" | wc -l)
 while [ "$(short "$(hours "$OUT/A")")" = True ] || [ "$(short "$(hours "$OUT/B")")" = True ]; do
@@ -34,7 +40,8 @@ while [ "$(short "$(hours "$OUT/A")")" = True ] || [ "$(short "$(hours "$OUT/B")
     if [ "$arm" = A ]; then core=$core_a; settings=$ARM_A; else core=$core_b; settings=$ARM_B; fi
     [ "$(short "$(hours "$OUT/$arm")")" = True ] || continue
     if [ -f "$OUT/$arm/config.json" ]; then
-      taskset -c "$core" "$PY/connectx-az" train --resume "$OUT/$arm" --threads 1 --time-budget "$CHUNK" --quiet \
+      taskset -c "$core" "$PY/connectx-az" train --resume "$OUT/$arm" --threads 1 \
+        --time-budget "$(budget "$(hours "$OUT/$arm")")" --quiet \
         >> "$OUT/$arm.log" 2>&1 &
     else
       # shellcheck disable=SC2086
