@@ -227,8 +227,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
-        # 32 games at a time, so that forks (which start from positions searched earlier) have 128 games to go to
-        "selfplay": {"num_games": 160, "num_parallel_games": 32},
+        # 64 games at a time: the tree work costs per numpy call, not per game, so twice the games cost little more
+        # a step, and with bfloat16 inference the network no longer hides it.  Forks (from positions searched
+        # earlier) then have 96 games to go to, not 128; at equal hours the network was level or better
+        # (docs/results.md, "bfloat16 on the CPU").
+        "selfplay": {"num_games": 160, "num_parallel_games": 64},
         "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
         "num_generations": 450,
     }),
