@@ -10,7 +10,6 @@ positions a call in each precision, timed in turns (pin the command to one idle 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,29 +24,14 @@ from connectx_az.tools import bench
 PRECISIONS = ("float32", "bfloat16")
 
 
-def _softmax_legal(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    z = np.where(legal, logits, -np.inf)
-    z = np.exp(z - z.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 def agreement(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray],
               legal: np.ndarray) -> dict[str, float]:
     """How close two evaluations of the same positions are: ``(logits, value)`` each, ``legal`` the moves."""
-    p, q = _softmax_legal(first[0], legal), _softmax_legal(second[0], legal)
+    p, q = mcts.masked_softmax(first[0], legal), mcts.masked_softmax(second[0], legal)
     dv = np.abs(first[1] - second[1])
     return {"policy_max": float(np.abs(p - q).max()), "policy_mean": float(np.abs(p - q)[legal].mean()),
             "top_move_differs": float((p.argmax(axis=1) != q.argmax(axis=1)).mean()),
             "value_max": float(dv.max()), "value_mean": float(dv.mean())}
-
-
-def _rate(evaluator: Any, obs: np.ndarray, seconds: float) -> float:
-    evaluator.evaluate(obs)
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        evaluator.evaluate(obs)
-        calls += 1
-    return calls * len(obs) / elapsed
 
 
 def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str] | None = None,
@@ -81,7 +65,7 @@ def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str]
     speed = {p: 0.0 for p in PRECISIONS}
     for _ in range(2):  # in turns, so that a drift of the machine's speed is shared
         for p, e in evaluators.items():
-            speed[p] = max(speed[p], _rate(e, sample, seconds / 2))
+            speed[p] = max(speed[p], bench.rate(lambda e=e: e.evaluate(sample), len(sample), seconds / 2))
     return {"checkpoint": str(checkpoint), "sets": rows, "evals_per_s": {p: round(v) for p, v in speed.items()},
             "batch": batch, "sims": sims, **bench.machine()}
 
