@@ -285,6 +285,32 @@ def test_best_moves_of_proven_positions_teach_the_policy_where_they_are_given() 
     assert probs["with"].sum(dim=1).min() > 0.6 and probs["without"].sum(dim=1).max() < 0.45, probs
 
 
+def test_bfloat16_training_learns_what_float32_training_learns() -> None:
+    import torch
+
+    from connectx_az.engine import game
+    from connectx_az.training import train
+
+    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("44", "4455", "123", "7766")])
+    policy = np.zeros((4, 7), np.float32)
+    policy[:, 3] = 1.0  # the middle column: the same after the mirroring of batches
+    data = replay.ReplayData(obs, policy, np.array([1, -1, 1, -1], np.float32))
+    out = {}
+    for dtype in (None, torch.bfloat16):
+        torch.manual_seed(0)
+        net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        train.train_steps(net, optimizer, data, 80, 8, np.random.default_rng(0), torch.device("cpu"),
+                          progress=False, dtype=dtype)
+        assert all(p.dtype == torch.float32 for p in net.parameters())  # autocast leaves the weights float32
+        with torch.no_grad():
+            logits, value = net(torch.from_numpy(obs.astype(np.float32)))
+        out[dtype] = torch.softmax(logits, dim=1)[:, 3], value
+    for probs, value in out.values():
+        assert probs.min() > 0.8 and (value * torch.tensor([1.0, -1.0, 1.0, -1.0])).min() > 0.5, (probs, value)
+    assert (out[None][0] - out[torch.bfloat16][0]).abs().max() < 0.1
+
+
 def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> None:
     import torch
 

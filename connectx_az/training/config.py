@@ -73,6 +73,8 @@ class NetConfig:
 
 #: inference precisions of self-play (``network.autocast_dtype``)
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
+#: training precisions: float16 would need loss scaling, so training offers bfloat16 alone beside float32
+TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
 
 LR_SCHEDULES = ("constant", "cosine")
 #: how the best moves of a proven position score the policy (``TrainConfig.solved_policy_target``)
@@ -120,6 +122,10 @@ class TrainConfig:
     solved_policy: bool = False
     solved_policy_target: str = "uniform"
     solved_max_plies: int = 0
+    # Training precision (``network.train_autocast_dtype``): "float32", or "bfloat16" autocast of the
+    # forward pass (weights, gradients and AdamW stay float32), or "auto": bfloat16 where inference would
+    # run in it (``precision``'s auto: a GPU of compute capability >= 8.0, a CPU with bfloat16 instructions).
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -144,6 +150,8 @@ class TrainConfig:
                              f"not {self.solved_policy_target!r}")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
+        if self.precision not in TRAIN_PRECISIONS:
+            raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {self.precision!r}")
         if self.solved_policy_target != "uniform" and not self.solved_policy:
             raise ValueError("train.solved_policy_target applies to best moves: set train.solved_policy=true too")
 
@@ -174,7 +182,7 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"
     # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
-    # the GPU's compute capability or the CPU's bfloat16 instructions; training itself is always float32.
+    # the GPU's compute capability or the CPU's bfloat16 instructions; training's is ``train.precision``.
     precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100

@@ -14,7 +14,8 @@ on GPUs of compute capability 8.0 and up, float16 on 7.x (a T4 has no native
 bfloat16, and bfloat16 convolutions below 8.0 miss cuDNN and crawl), plain
 float32 below that; on a CPU, bfloat16 where it has bfloat16 instructions
 (AVX-512 BF16 or AMX: ``cpu_has_fast_bfloat16``), float32 elsewhere, where
-bfloat16 is emulated and slower.  Training always runs in float32.
+bfloat16 is emulated and slower.  Training runs in float32 unless ``train.precision`` asks for
+bfloat16 autocast of its forward pass (``train_autocast_dtype``).
 
 Checkpoints are plain ``torch.save`` dicts of tensors and JSON-able values,
 loaded with ``weights_only=True``; ``load_checkpoint`` turns every way a file
@@ -35,7 +36,7 @@ from connectx_az import files
 from connectx_az.engine import game
 
 # the network's shape lives with the run's settings (config.py loads without torch); callers import it from here too
-from connectx_az.training.config import PRECISIONS, NetConfig  # noqa: F401
+from connectx_az.training.config import PRECISIONS, TRAIN_PRECISIONS, NetConfig  # noqa: F401
 
 
 def cpu_has_fast_bfloat16() -> bool:
@@ -78,6 +79,21 @@ def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch
         return torch.bfloat16
     if major == 7:
         return torch.float16
+    return None
+
+
+def train_autocast_dtype(device: str | torch.device, precision: str = "float32") -> torch.dtype | None:
+    """The autocast dtype for training on ``device`` (``TrainConfig.precision``), or None for float32.
+
+    ``"auto"`` is bfloat16 where ``autocast_dtype(device, "auto")`` is, float32 elsewhere (never
+    float16, which would need loss scaling).  Raises ``ValueError`` for a name not in ``TRAIN_PRECISIONS``.
+    """
+    if precision not in TRAIN_PRECISIONS:
+        raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {precision!r}")
+    if precision == "bfloat16":
+        return torch.bfloat16
+    if precision == "auto" and autocast_dtype(device, "auto") == torch.bfloat16:
+        return torch.bfloat16
     return None
 
 

@@ -37,16 +37,20 @@ from connectx_az.training.network import (
     TorchEvaluator,
     load_checkpoint,
     save_checkpoint,
+    train_autocast_dtype,
 )
 
 log = logging.getLogger(__name__)
 
 
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
-                target_value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                target_value: torch.Tensor, dtype: torch.dtype | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per position: the policy cross-entropy and the squared value error (the losses before their
-    mean), and the policy's log-probabilities."""
-    logits, value = net(obs)
+    mean), and the policy's log-probabilities; the forward pass under autocast at ``dtype`` (None:
+    float32), the losses in float32."""
+    with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        logits, value = net(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
     return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs
 
@@ -54,8 +58,11 @@ def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Ten
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
                 *, progress: bool = True, solved: replay.ReplayData | None = None,
-                solved_per_batch: int = 0, solved_target: str = "uniform") -> dict[str, float]:
+                solved_per_batch: int = 0, solved_target: str = "uniform",
+                dtype: torch.dtype | None = None) -> dict[str, float]:
     """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses.
+
+    ``dtype`` (``network.train_autocast_dtype``): the forward pass's autocast precision, None for float32.
 
     With ``solved`` (``solved_data``) each batch of ``batch_size`` self-play positions gains
     ``solved_per_batch`` proven ones: they add to the value loss (the mean over all the batch's
@@ -82,7 +89,7 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value)
+        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value, dtype)
         if extra and solved_target != "uniform":
             policy_terms = torch.cat([policy_terms[:batch_size], proven_policy_terms(
                 log_probs[batch_size:], target_policy[batch_size:], solved_target)])
@@ -291,7 +298,8 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
                          rng, device, progress=progress, solved=solved,
                          solved_per_batch=config.train.solved_per_batch,
-                         solved_target=config.train.solved_policy_target)
+                         solved_target=config.train.solved_policy_target,
+                         dtype=train_autocast_dtype(device, config.train.precision))
     t_train = time.perf_counter() - t1
     row: dict[str, Any] = {
         "generation": generation,
