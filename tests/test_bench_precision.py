@@ -31,11 +31,12 @@ def test_the_bench_grades_both_precisions_paired_and_times_each(tmp_path, capsys
     save_checkpoint(checkpoint, make_small_net(2))
     result = bench_precision.run(checkpoint, limit=6, sets=["Begin-Easy", "End-Easy"], sims=4, seconds=0.05, batch=4)
     assert list(result["sets"]) == ["Begin-Easy", "End-Easy"]
-    for name, row in result["sets"].items():
+    for row in result["sets"].values():
         assert row["n"] == 6 and 0 <= row["policy_mean"] <= row["policy_max"] < 0.2 and row["value_max"] < 0.2
         for mode in ("policy", "mcts4"):
             graded = row[mode]
-            assert graded["float32"] - graded["only_bfloat16_right"] == graded["bfloat16"] - graded["only_float32_right"]
+            both_right = graded["float32"] - graded["only_bfloat16_right"]
+            assert both_right == graded["bfloat16"] - graded["only_float32_right"]
     assert all(v > 0 for v in result["evals_per_s"].values())
     text = bench_precision.format_result(result)
     assert "Begin-Easy" in text and "network evaluations a second at batch 4" in text and "mcts4" in text

@@ -411,7 +411,8 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     # the run that made it kept 32 games in flight, the preset's count until 2026-11-27
     assert "trained by: connectx-az train RUN --preset cpu --set selfplay.num_parallel_games=32\n" in shown.stdout
     assert "measured by: connectx-az compare" in shown.stdout
-    assert card["trained_by"].startswith("connectx-az train RUN --preset cpu") and card["training"]["generations"] == 450
+    assert card["trained_by"].startswith("connectx-az train RUN --preset cpu")
+    assert card["training"]["generations"] == 450
     as_json = _run("card", str(DEFAULT_CARD), "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == card
     (tmp_path / "bad.json").write_text("{not json")

@@ -143,7 +143,8 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     assert "numpy runtime, under the clock" in text and "network alone, MCTS 800" in text
     written = json.loads(card.read_text())
     assert written["strength"]["headline"].startswith("Kaggle clock, with the book")
-    assert written["path"] == "candidate.onnx" and written["sha256"] == hashlib.sha256(candidate.read_bytes()).hexdigest()
+    assert written["path"] == "candidate.onnx"
+    assert written["sha256"] == hashlib.sha256(candidate.read_bytes()).hexdigest()
     assert "training" not in written
     # run again: every grade is there, nothing is graded twice, the same verdict
     before = {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")}

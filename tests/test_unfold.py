@@ -28,7 +28,7 @@ def test_the_unfolded_network_is_the_exported_one(tmp_path, net_config) -> None:
     assert back.config == net.config and data["generation"] == 12 and data["config"] == {"seed": 7}
     assert data["unfolded_from"]["onnx"] == "m.onnx" and len(data["unfolded_from"]["sha256"]) == 64
     obs = export.random_positions(200, np.random.default_rng(1))
-    for got, want in zip(_outputs(back, obs), _outputs(net, obs)):
+    for got, want in zip(_outputs(back, obs), _outputs(net, obs), strict=True):
         assert np.abs(got - want).max() <= 1e-4
 
 
@@ -47,7 +47,7 @@ def test_its_batchnorms_hold_the_statistics_of_the_positions_they_were_measured_
         # in training mode a batch of those very positions computes what eval mode does
         train = back.train()(obs)
         evaluated = back.eval()(obs)
-    assert all(torch.allclose(a, b, atol=1e-3) for a, b in zip(train, evaluated))
+    assert all(torch.allclose(a, b, atol=1e-3) for a, b in zip(train, evaluated, strict=True))
     # and the checkpoint warm-starts a network of its shape, every layer taken
     assert load_into(make_small_net(9), _save(back, tmp_path / "w.pt"), warm_start=True) == []
 

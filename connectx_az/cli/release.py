@@ -12,7 +12,6 @@ from connectx_az.cli import common
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from connectx_az import cards
     from connectx_az.tools import compare
 
     sizes = compare.QUICK if args.quick else compare.FULL
@@ -54,7 +53,8 @@ def _candidate_card(model: Path, run: str | None) -> dict[str, Any]:
         run_dir = Path(run)
         if not (run_dir / runs.METRICS).is_file() or not (run_dir / "config.json").is_file():
             raise common.UserError(f"--run {run_dir}: not a training run folder (no {runs.METRICS} and config.json)")
-        card["training"] = train.summarize(runs.read_metrics(run_dir), json.loads((run_dir / "config.json").read_text()))
+        run_config = json.loads((run_dir / "config.json").read_text())
+        card["training"] = train.summarize(runs.read_metrics(run_dir), run_config)
         card["trained_by"] = card["training"].pop("command")
         card["generation"] = card["training"]["generations"]
     return card

@@ -60,8 +60,8 @@ def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str]
                       for p, e in evaluators.items()}
             row[f"mcts{sims}"] = _paired(grades)
         rows[name] = row
-    sample = game.encode(*(np.array(x, np.uint64) for x in zip(*[pons.position_of(p) for p in
-                                                                  pons.load_set("Middle-Medium", limit=batch)])))
+    positions = [pons.position_of(p) for p in pons.load_set("Middle-Medium", limit=batch)]
+    sample = game.encode(*(np.array(x, np.uint64) for x in zip(*positions, strict=True)))
     speed = {p: 0.0 for p in PRECISIONS}
     for _ in range(2):  # in turns, so that a drift of the machine's speed is shared
         for p, e in evaluators.items():

@@ -476,7 +476,8 @@ def strength_card(out_dir: str | Path) -> dict[str, str]:
     sizes = Sizes(**manifest["sizes"])
     card = {"headline": f"Kaggle clock, with the book: Pons Begin-Hard {per_runtime} mistakes, other sets <= "
                         f"{others:.1%}" + ("" if sizes == FULL else f" ({sizes.label})"),
-            "command": f"connectx-az compare {Path(manifest['candidate']).name}" + (" --quick" if sizes == QUICK else "")
+            "command": f"connectx-az compare {Path(manifest['candidate']).name}"
+                       + (" --quick" if sizes == QUICK else "")
                        + f" (against {Path(manifest['against']).name}, sha256 {manifest['sha256'][1][:12]})"}
     network = _read(out_dir, "network.json")
     if network is not None:

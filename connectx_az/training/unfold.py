@@ -86,7 +86,7 @@ def unfold(data: bytes, positions: np.ndarray | None = None) -> PolicyValueNet:
     if len(layers) != len(convs):
         raise UnfoldError(f"{len(convs)} convolutions in the graph, a {config.label} network has {len(layers)}")
     with torch.no_grad():
-        for (weight, bias), (conv, bn) in zip(convs, layers):
+        for (weight, bias), (conv, bn) in zip(convs, layers, strict=True):
             if tuple(conv.weight.shape) != weight.shape:
                 raise UnfoldError(f"a convolution of shape {weight.shape} where {tuple(conv.weight.shape)} belongs")
             conv.weight.copy_(torch.from_numpy(weight))
@@ -107,7 +107,7 @@ def unfold(data: bytes, positions: np.ndarray | None = None) -> PolicyValueNet:
         net(obs)
         for hook in hooks:
             hook.remove()
-        for (mean, var), (_, bn) in zip(stats, layers):
+        for (mean, var), (_, bn) in zip(stats, layers, strict=True):
             bn.running_mean.copy_(mean)
             bn.running_var.copy_(var)
             bn.weight.copy_(torch.sqrt(var + bn.eps))
