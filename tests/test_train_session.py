@@ -32,14 +32,15 @@ def _next_generation(run_dir: Path) -> int:
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("45m", 2700.0), ("11.5h", 41400.0),
-                                               (" 2H ", 7200.0), (".5m", 30.0), (30, 30.0)])
+                                               (" 2H ", 7200.0), (".5m", 30.0), (30, 30.0), ("2h30m", 9000.0),
+                                               ("1h 5m 30s", 3930.0), ("2h40m", 9600.0)])
 def test_durations_parse_with_or_without_a_unit(text: str, seconds: float) -> None:
     assert runs.parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["0", "0s", "-1h", "", "ten minutes", "5d", "1e3"])
+@pytest.mark.parametrize("text", ["0", "0s", "-1h", "", "ten minutes", "5d", "1e3", "30m2h", "1h1h", "2h30", "0h0m"])
 def test_a_duration_that_is_not_positive_is_a_config_error(text: str) -> None:
-    with pytest.raises(config.ConfigError, match="not a positive duration; .* 90s, 45m or 11.5h"):
+    with pytest.raises(config.ConfigError, match="not a positive duration; .* 90s, 45m, 11.5h or 2h30m"):
         runs.parse_duration(text)
 
 
@@ -79,7 +80,7 @@ def test_train_cli_time_budget(tmp_path: Path) -> None:
     bad = subprocess.run([*args, "--time-budget=-5m"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == ["error: time budget '-5m' is not a positive duration; write seconds or a "
-                                       "number with a unit, e.g. 90s, 45m or 11.5h"]
+                                       "number with a unit, e.g. 90s, 45m, 11.5h or 2h30m"]
     assert not (tmp_path / "run").exists()
     # a budget far shorter than a generation: the first one runs, then it stops cleanly, status 0
     done = subprocess.run([*args, "--time-budget", "0.001s"], env=env, cwd=ROOT, capture_output=True, text=True)

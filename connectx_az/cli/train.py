@@ -149,7 +149,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "
-                        "seconds, or e.g. 90s, 45m, 11.5h")
+                        "seconds, or e.g. 90s, 45m, 11.5h, 2h30m")
     p.add_argument("--show-config", action="store_true",
                    help="print the settings the run would use, then exit without training")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")

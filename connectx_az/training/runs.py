@@ -43,16 +43,22 @@ def snapshot_path(run_dir: str | Path, generation: int) -> Path:
     return Path(run_dir) / SNAPSHOTS / f"gen_{generation:04d}.pt"
 
 
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+#: a bare number of seconds, or hours, minutes and seconds in that order, each with its unit and any of them left out
+_DURATION = re.compile(rf"{_NUMBER}|(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*m)?\s*(?:{_NUMBER}\s*s)?")
+
+
 def parse_duration(text: str | float) -> float:
-    """Seconds in ``text``: a number of seconds, or with a unit: ``"90s"``, ``"45m"``, ``"11.5h"``.
+    """Seconds in ``text``: a number of seconds, or with units: ``"90s"``, ``"45m"``, ``"11.5h"``, ``"2h30m"``.
 
     Raises ``ConfigError`` unless it is a positive duration.
     """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smh]?)\s*", str(text).lower())
-    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]] if match else 0.0
+    match = _DURATION.fullmatch(str(text).lower().strip())
+    seconds = sum(float(n or 0) * unit for n, unit in zip(match.groups(), (1, 3600, 60, 1), strict=True)) \
+        if match else 0.0
     if seconds <= 0:
         raise ConfigError(f"time budget {text!r} is not a positive duration; write seconds or a number with "
-                          "a unit, e.g. 90s, 45m or 11.5h")
+                          "a unit, e.g. 90s, 45m, 11.5h or 2h30m")
     return seconds
 
 
