@@ -38,8 +38,10 @@ def test_the_bench_grades_both_precisions_paired_and_times_each(tmp_path, capsys
             both_right = graded["float32"] - graded["only_bfloat16_right"]
             assert both_right == graded["bfloat16"] - graded["only_float32_right"]
     assert all(v > 0 for v in result["evals_per_s"].values())
+    assert result["train_batch"] == 384 and all(v > 0 for v in result["train_steps_per_s"].values())
     text = bench_precision.format_result(result)
     assert "Begin-Easy" in text and "network evaluations a second at batch 4" in text and "mcts4" in text
+    assert "training steps a second at 384 positions a step" in text
 
     assert cli_main.main(["bench", "precision", "--checkpoint", str(checkpoint), "--limit", "2", "--sets", "End-Easy",
                      "--seconds", "0.1"]) == 0

@@ -125,7 +125,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speed benchmarks")
     p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu", "precision"],
                    help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
-                        "precision: the network in float32 and bfloat16 on the Pons positions, and each one's speed; "
+                        "precision: the network in float32 and bfloat16 on the Pons positions, and each one's speed "
+                        "(inference and training steps); "
                         "clock: how close the built file's moves come to their budgets on a shared core (about "
                         "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
                         "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "

@@ -5,7 +5,9 @@ changes what self-play sees.  Per set, on every position: the largest and the me
 move probabilities (softmax over the legal moves) and of the value, the share of positions whose most
 likely move differs, and the raw policy's mistakes in each precision with the paired counts; with
 ``sims``, the same for MCTS at that many simulations.  Then network evaluations a second at ``batch``
-positions a call in each precision, timed in turns (pin the command to one idle core: ``taskset -c 1``).
+positions a call in each precision, and training steps a second (AdamW on ``train_batch`` positions, the
+`cpu` preset's 256 self-play and 128 proven ones) with training's forward pass in each
+(``train.precision``), all timed in turns (pin the command to one idle core: ``taskset -c 1``).
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ def agreement(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np
 
 
 def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str] | None = None,
-        sims: int = 0, seconds: float = 3.0, batch: int = 32) -> dict[str, Any]:
+        sims: int = 0, seconds: float = 3.0, batch: int = 32, train_batch: int = 384) -> dict[str, Any]:
     """The figures of the module's docstring for the network of ``checkpoint`` (a training checkpoint)."""
-    from connectx_az.training.network import TorchEvaluator, load_checkpoint
+    from connectx_az.training.network import TorchEvaluator, load_checkpoint, train_autocast_dtype
 
     net = load_checkpoint(checkpoint)[0]
     evaluators = {p: TorchEvaluator(net, "cpu", p) for p in PRECISIONS}
@@ -63,11 +65,34 @@ def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str]
     positions = [pons.position_of(p) for p in pons.load_set("Middle-Medium", limit=batch)]
     sample = game.encode(*(np.array(x, np.uint64) for x in zip(*positions, strict=True)))
     speed = {p: 0.0 for p in PRECISIONS}
+    steps = {p: 0.0 for p in PRECISIONS}
+    trainers = {p: _trainer(net, train_batch, train_autocast_dtype("cpu", p)) for p in PRECISIONS}
     for _ in range(2):  # in turns, so that a drift of the machine's speed is shared
         for p, e in evaluators.items():
             speed[p] = max(speed[p], bench.rate(lambda e=e: e.evaluate(sample), len(sample), seconds / 2))
+            steps[p] = max(steps[p], bench.rate(trainers[p], 1, seconds / 2))
     return {"checkpoint": str(checkpoint), "sets": rows, "evals_per_s": {p: round(v) for p, v in speed.items()},
+            "train_steps_per_s": {p: round(v, 2) for p, v in steps.items()}, "train_batch": train_batch,
             "batch": batch, "sims": sims, **bench.machine()}
+
+
+def _trainer(net: Any, batch: int, dtype: Any) -> Any:
+    """One AdamW step of training on ``batch`` random positions, forward pass at autocast ``dtype``, per call
+    (on a copy of ``net``: the graded network stays as it is)."""
+    import copy
+
+    import torch
+
+    from connectx_az.training import export, replay, train
+
+    rng = np.random.default_rng(0)
+    model = copy.deepcopy(net)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    obs = export.random_positions(batch, rng)
+    policy = rng.dirichlet(np.ones(game.NUM_ACTIONS), batch).astype(np.float32)
+    data = replay.ReplayData(obs, policy, rng.uniform(-1, 1, batch).astype(np.float32))
+    return lambda: train.train_steps(model, optimizer, data, 1, batch, rng, torch.device("cpu"), progress=False,
+                                     dtype=dtype)
 
 
 def _paired(grades: dict[str, pons.SetResult]) -> dict[str, int]:
@@ -93,4 +118,8 @@ def format_result(result: dict[str, Any]) -> str:
     lines.append(f"network evaluations a second at batch {result['batch']} ({result.get('date')}, "
                  f"{result.get('cpu')}): float32 {speed['float32']:,}, bfloat16 {speed['bfloat16']:,} "
                  f"({speed['bfloat16'] / max(speed['float32'], 1):.2f}x)")
+    steps = result["train_steps_per_s"]
+    lines.append(f"training steps a second at {result['train_batch']} positions a step: "
+                 f"float32 {steps['float32']:.2f}, bfloat16 {steps['bfloat16']:.2f} "
+                 f"({steps['bfloat16'] / max(steps['float32'], 1e-9):.2f}x)")
     return "\n".join(lines)
