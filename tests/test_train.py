@@ -457,6 +457,14 @@ def test_keep_every_keeps_every_nth_checkpoint_and_the_last(tmp_path: Path) -> N
     assert kept == ["gen_0002.pt", "gen_0003.pt"]  # the 2nd, and the run's last
     _, data = load_checkpoint(runs.snapshot_path(tmp_path / "run", 2))
     assert data["generation"] == 2
+    # resumed without being told again, the run goes on keeping them; told 0, it stops
+    longer = config.override(cfg, ["num_generations=6"])
+    train.run(tmp_path / "run", longer, resume=True, progress=False, num_generations=1)
+    train.run(tmp_path / "run", resume=True, progress=False, num_generations=1)
+    kept = sorted(p.name for p in (tmp_path / "run" / runs.SNAPSHOTS).iterdir())
+    assert kept == ["gen_0002.pt", "gen_0003.pt", "gen_0004.pt"]
+    train.run(tmp_path / "run", resume=True, progress=False, keep_every=0)
+    assert sorted(p.name for p in (tmp_path / "run" / runs.SNAPSHOTS).iterdir()) == kept
     with pytest.raises(config.ConfigError, match="positive number"):
         train.run(tmp_path / "other", cfg, progress=False, keep_every=-1)
     assert not (tmp_path / "other").exists()

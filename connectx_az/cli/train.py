@@ -154,9 +154,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="print the settings the run would use, then exit without training")
     p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
-    p.add_argument("--keep-every", type=int, default=0, metavar="N",
+    p.add_argument("--keep-every", type=int, default=None, metavar="N",
                    help="also keep the checkpoint after every N-th generation and the last, as "
-                        "RUN_DIR/snapshots/gen_NNNN.pt (to grade along the way; default 0: only the latest)")
+                        "RUN_DIR/snapshots/gen_NNNN.pt (to grade along the way; default: only the latest for a new "
+                        "run, and as the run was started for --resume; 0 stops keeping them)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_train)
 

@@ -225,22 +225,24 @@ def write_config(run_dir: Path, config: RunConfig, *, resume: bool, changed: boo
 
 
 def restore(run_dir: Path, net: PolicyValueNet, optimizer: Any, *, resume: bool,
-            init_model: str | Path | None) -> int:
-    """The generation the run goes on from: the checkpoint's (its weights and optimizer loaded into ``net`` and
-    ``optimizer``) when resuming, else 0 (warm-started from ``init_model``'s weights where given).
+            init_model: str | Path | None) -> tuple[int, int]:
+    """The generation the run goes on from and the ``keep_every`` it was saved with: the checkpoint's (its weights
+    and optimizer loaded into ``net`` and ``optimizer``) when resuming, else 0 and 0 (warm-started from
+    ``init_model``'s weights where given).
 
     The metrics are trimmed to that generation, so a line written before a kill does not stay beside its rerun's.
     """
-    generation = 0
+    generation = keep_every = 0
     ckpt_path = run_dir / CHECKPOINT
     if resume and ckpt_path.exists():
         loaded, data = load_checkpoint(ckpt_path)
         net.load_state_dict(loaded.state_dict())
         optimizer.load_state_dict(data["optimizer"])
         generation = int(data["generation"])
+        keep_every = int(data.get("keep_every", 0))
         log.info("resuming %s at generation %d", run_dir, generation)
     elif init_model is not None:
         fresh = load_into(net, init_model, warm_start=True)
         log.info("warm start from %s%s", init_model, f" (new weights for {', '.join(fresh)})" if fresh else "")
     trim_metrics(run_dir, generation)
-    return generation
+    return generation, keep_every

@@ -188,7 +188,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
         threads: int | None = None, device: str | None = None, time_budget: float | None = None,
-        keep_every: int = 0, clock: Callable[[], float] = time.monotonic) -> Path:
+        keep_every: int | None = None, clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     New run: ``config`` is required and is written to ``config.json`` first; the
@@ -209,11 +209,13 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     cleanly before a generation that would end after it, with a logged line saying
     where it stopped and how to resume; ``clock`` measures it (tests pass a fake).
     ``keep_every`` N > 0 also keeps the checkpoint after every N-th generation and after the run's last, as
-    ``snapshots/gen_NNNN.pt`` (NNNN generations done; ``runs.snapshot_path``), for grading along the way.
+    ``snapshots/gen_NNNN.pt`` (NNNN generations done; ``runs.snapshot_path``), for grading along the way;
+    it is saved in the checkpoint, so None (the default) goes on as the run was started (0 for a new run)
+    and a resumed run keeps its snapshots without being told again; 0 stops them.
     """
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
-    if keep_every < 0:
+    if keep_every is not None and keep_every < 0:
         raise ConfigError(f"keep every {keep_every} generations: give a positive number (0 keeps none)")
     run_dir = Path(run_dir)
     config, changed = runs.run_config(run_dir, config, resume=resume)
@@ -234,7 +236,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     net = PolicyValueNet(config.net).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     ckpt_path = run_dir / runs.CHECKPOINT
-    generation = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
+    generation, saved_keep_every = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
+    keep_every = saved_keep_every if keep_every is None else keep_every
     tb = _tensorboard(run_dir)
     stop = config.num_generations if num_generations is None else min(config.num_generations,
                                                                         generation + num_generations)
@@ -255,7 +258,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         runs.append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
-                        config=json.loads(json.dumps(asdict(config))))
+                        config=json.loads(json.dumps(asdict(config))), keep_every=keep_every)
         if keep_every and (generation % keep_every == 0 or generation == config.num_generations):
             files.atomic_write_bytes(runs.snapshot_path(run_dir, generation), ckpt_path.read_bytes())
         if tb is not None:
