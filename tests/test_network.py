@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from connectx_az.engine import game
-from connectx_az.training import config, devices, export, network, train
+from connectx_az.training import config, devices, export, network, replay, train
 
 # torch.cuda.get_arch_list() of a CUDA 12.8 wheel (no Pascal, no Maxwell) and of an older CUDA 12.1 wheel
 CU128 = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
@@ -150,6 +150,38 @@ def test_the_evaluator_runs_in_reduced_precision_and_returns_float32(small_net) 
     assert logits16.dtype == np.float32 and value16.dtype == np.float32
     assert np.abs(logits16 - logits32).max() < 0.1 and np.abs(value16 - value32).max() < 0.05
     assert not np.array_equal(logits16, logits32)  # it did run in bfloat16
+
+
+def test_folding_batchnorm_keeps_the_eval_outputs(small_net) -> None:
+    """The folded copy computes what the eval-mode net does (its BatchNorms hold non-trivial statistics)."""
+    folded = network.fold_batchnorm(small_net)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in small_net.modules())  # the original is untouched
+    x = torch.from_numpy(export.random_positions(64, np.random.default_rng(4))).float()
+    with torch.inference_mode():
+        (logits, value), (want_logits, want_value) = folded(x), small_net(x)
+    assert torch.allclose(logits, want_logits, atol=1e-5) and torch.allclose(value, want_value, atol=1e-5)
+
+
+def test_the_evaluator_answers_for_the_weights_the_net_holds_now(make_net) -> None:
+    """Training steps the net in place between self-play calls: the evaluator's folded copy must follow."""
+    net = make_net(5)
+    evaluator = network.TorchEvaluator(net, "cpu", "float32")
+    obs = export.random_positions(32, np.random.default_rng(5))
+    before, _ = evaluator.evaluate(obs)
+    assert np.array_equal(evaluator.evaluate(obs)[0], before)  # unchanged weights: the same answers
+    optimizer = torch.optim.AdamW(net.parameters(), lr=0.05)
+    policy = np.full((32, 7), 1 / 7, np.float32)
+    data = replay.ReplayData(obs, policy, np.ones(32, np.float32))
+    train.train_steps(net, optimizer, data, 3, 16, np.random.default_rng(0), torch.device("cpu"), progress=False)
+    after, value = evaluator.evaluate(obs)
+    fresh_logits, fresh_value = network.TorchEvaluator(net, "cpu", "float32").evaluate(obs)
+    assert not np.allclose(after, before, atol=1e-3)
+    np.testing.assert_allclose(after, fresh_logits, atol=1e-6)
+    np.testing.assert_allclose(value, fresh_value, atol=1e-6)
+    net.load_state_dict(make_net(6).state_dict())  # a checkpoint loaded into it
+    np.testing.assert_allclose(evaluator.evaluate(obs)[0],
+                               network.TorchEvaluator(make_net(6), "cpu", "float32").evaluate(obs)[0], atol=1e-6)
 
 
 def test_export_without_onnxruntime_checks_the_numpy_runtime_against_torch(

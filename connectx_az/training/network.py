@@ -24,13 +24,16 @@ can be wrong into a ``CheckpointError`` that says what to do.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from connectx_az import files
 from connectx_az.engine import game
@@ -146,23 +149,55 @@ class PolicyValueNet(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
+    """An inference copy of ``net`` (eval mode, no gradients) with each BatchNorm folded into the convolution before it.
+
+    Folding uses the running statistics, so the copy computes what ``net.eval()`` does, up to rounding
+    (about 1e-6 in float32), with one operation fewer per layer: on this project's CPU the ``cpu`` preset's
+    network runs 3% faster in bfloat16 and 10% in float32, self-play 5% (``lab/precision/fold_ab.py``).
+    """
+    folded = copy.deepcopy(net).eval().requires_grad_(False)
+    for module in folded.modules():
+        if isinstance(module, nn.Sequential) and len(module) == 2 \
+                and isinstance(module[0], nn.Conv2d) and isinstance(module[1], nn.BatchNorm2d):
+            module[0] = fuse_conv_bn_eval(module[0], module[1])
+            module[1] = nn.Identity()
+    return folded
+
+
 class TorchEvaluator:
     """``mcts.Evaluator`` over a torch network (eval mode, no grad, optional device).
 
     Runs under autocast at ``autocast_dtype(device, precision)``; outputs are
-    float32 whatever the precision.
+    float32 whatever the precision.  It evaluates ``fold_batchnorm(net)``, folded
+    again whenever ``net``'s weights change (training steps them in place between
+    calls), so it always answers for the weights ``net`` holds now.
     """
 
     def __init__(self, net: PolicyValueNet, device: str | torch.device = "cpu", precision: str = "auto") -> None:
         self.device = torch.device(device)
         self.net = net.to(self.device).eval()
         self.dtype = autocast_dtype(self.device, precision)
+        self._folded: PolicyValueNet | None = None
+        self._folded_for: tuple[tuple[int, int], ...] = ()
+
+    def _inference_net(self) -> PolicyValueNet:
+        """``fold_batchnorm(self.net)``, kept until a weight or buffer of ``self.net`` is changed or replaced.
+
+        Every in-place change (an optimizer step, ``load_state_dict``, BatchNorm's running statistics) bumps
+        a tensor's version counter, and a replaced tensor has new storage: a few microseconds a call.
+        """
+        state = tuple((t.data_ptr(), t._version) for t in itertools.chain(self.net.parameters(), self.net.buffers()))
+        if self._folded is None or state != self._folded_for:
+            self._folded, self._folded_for = fold_batchnorm(self.net), state
+        return self._folded
 
     @torch.inference_mode()
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        net = self._inference_net()
         x = torch.from_numpy(np.ascontiguousarray(obs)).to(self.device, non_blocking=True).float()
         with torch.autocast(self.device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
-            logits, value = self.net(x)
+            logits, value = net(x)
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
 
