@@ -163,6 +163,22 @@ def test_folding_batchnorm_keeps_the_eval_outputs(small_net) -> None:
     assert torch.allclose(logits, want_logits, atol=1e-5) and torch.allclose(value, want_value, atol=1e-5)
 
 
+def test_placing_on_the_cpu_goes_channels_last_and_keeps_outputs_and_checkpoints(make_net, tmp_path) -> None:
+    plain = make_net(7)
+    placed = network.place(make_net(7), "cpu")
+    conv = placed.stem[0].weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    x = torch.from_numpy(export.random_positions(32, np.random.default_rng(7))).float()
+    with torch.inference_mode():
+        for got, want in zip(placed(x), plain(x), strict=True):
+            assert torch.allclose(got, want, atol=1e-5)
+    network.save_checkpoint(tmp_path / "placed.pt", placed)  # read back in the default layout
+    loaded, _ = network.load_checkpoint(tmp_path / "placed.pt")
+    with torch.inference_mode():
+        for got, want in zip(loaded(x), placed(x), strict=True):
+            assert torch.allclose(got, want, atol=1e-5)
+
+
 def test_the_evaluator_answers_for_the_weights_the_net_holds_now(make_net) -> None:
     """Training steps the net in place between self-play calls: the evaluator's folded copy must follow."""
     net = make_net(5)

@@ -83,10 +83,10 @@ def _trainer(net: Any, batch: int, dtype: Any) -> Any:
 
     import torch
 
-    from connectx_az.training import export, replay, train
+    from connectx_az.training import export, network, replay, train
 
     rng = np.random.default_rng(0)
-    model = copy.deepcopy(net)
+    model = network.place(copy.deepcopy(net), "cpu")  # as training places it
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     obs = export.random_positions(batch, rng)
     policy = rng.dirichlet(np.ones(game.NUM_ACTIONS), batch).astype(np.float32)

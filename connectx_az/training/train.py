@@ -36,6 +36,7 @@ from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
     load_checkpoint,
+    place,
     save_checkpoint,
     train_autocast_dtype,
 )
@@ -233,7 +234,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     runs.write_config(run_dir, config, resume=resume, changed=changed)
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
-    net = PolicyValueNet(config.net).to(device)
+    net = place(PolicyValueNet(config.net), device)  # before the optimizer: its state takes the weights' layout
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     ckpt_path = run_dir / runs.CHECKPOINT
     generation, saved_keep_every = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
