@@ -94,6 +94,19 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
     rest = 25.0 - 20.0 - 2.0
     assert t4["hours_at_best"] == round((1_600_000 / 40_000 + train + rest) * 100 / 3600, 2)
     assert t4["hours"] == round((1_600_000 / 20_000 + train + rest) * 100 / 3600, 2)
+    # The network scores only what the searches' cache does not answer: with a quarter of the positions its
+    # share (400,000 / 43,425 a second on the T4) falls below the tree work's (1,600,000 / 80,000), which bounds.
+    cached = [{**row, "num_network_evaluations": 400_000} for row in rows]
+    figures["rows"][0]["tree_evals_per_s_per_core"] = 20_000.0
+    t4 = bench_gpu.project(cached, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
+                           device_name="NVIDIA H100 80GB HBM3")["t4"]
+    assert t4["bound"] == "tree work" and t4["efficiency"] == 0.25  # here: 5 s of tree work, 20 s measured
+    assert t4["hours_at_best"] == round((1_600_000 / 80_000 + train + rest) * 100 / 3600, 2)
+    uncached = bench_gpu.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
+                                 device_name="NVIDIA H100 80GB HBM3")["t4"]
+    assert uncached["bound"] == "network"
+    network_seconds = 1_600_000 / uncached["network_evals_per_s"]
+    assert uncached["hours_at_best"] == round((network_seconds + train + rest) * 100 / 3600, 2)
     cpu = bench_gpu.project(rows, num_generations=100, num_parallel_games=64, num_workers=2, figures=figures,
                             device_name="cpu")
     assert cpu["hours_here"] == p["hours_here"] and "unknown" in cpu["t4"]

@@ -33,7 +33,7 @@ def test_overrides_and_unknown_keys() -> None:
     ("mcts.sims", "valid keys: mcts.{num_simulations, c_puct, ", None),
     ("net.blocks", "valid keys: net.{num_blocks, num_filters, ", "net.num_blocks"),
     ("selfplay.gumbel.enable", "valid keys: selfplay.gumbel.{enabled, considered, ", "selfplay.gumbel.enabled"),
-    ("selfplay.games", "fast_simulations, num_workers, adjudicate_empty, adjudicate_nodes, gumbel.*}",
+    ("selfplay.games", "fast_simulations, num_workers, adjudicate_empty, adjudicate_nodes, cache_positions, gumbel.*}",
      "selfplay.num_games"),
     ("num_generation", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", "num_generations"),
     ("foo.bar", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", None),

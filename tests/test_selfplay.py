@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import assert_consistent_records
@@ -217,3 +219,79 @@ def test_a_game_that_starts_past_the_adjudication_ply_is_adjudicated_at_its_star
     assert all(r.adjudicated_ply == r.start_ply for r in late)
     early = [r for r in records if r.start_ply < game.NUM_CELLS - empty < r.num_plies]
     assert early and all(r.adjudicated_ply == game.NUM_CELLS - empty for r in early)
+
+
+class _RowByRowEvaluator:
+    """Answers in integer arithmetic, row by row: a position gets the same answer whatever the batch beside it
+    (a network does up to its last bits).  Keeps the keys of the positions it was sent, call by call."""
+
+    _WEIGHTS = np.random.default_rng(0).integers(-3, 4, (2 * game.NUM_CELLS, game.NUM_ACTIONS + 1))
+
+    def __init__(self) -> None:
+        self.sent: list[list[int]] = []
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.sent.append(selfplay.position_keys(obs).tolist())
+        y = obs.reshape(len(obs), -1).astype(np.int64) @ self._WEIGHTS
+        return (y[:, : game.NUM_ACTIONS] / 4).astype(np.float32), np.tanh(y[:, -1] / 8).astype(np.float32)
+
+
+def _random_positions(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+    positions, masks = [], []
+    for _ in range(count):
+        position, mask = 0, 0
+        for _ in range(int(rng.integers(0, 30))):
+            legal = [col for col in range(game.COLS) if game.is_legal(mask, col)]
+            position, mask = game.play(position, mask, int(rng.choice(legal)))
+        positions.append(position)
+        masks.append(mask)
+    return np.array(positions, np.uint64), np.array(masks, np.uint64)
+
+
+def test_position_keys_are_the_solvers_keys() -> None:
+    positions, masks = _random_positions(np.random.default_rng(0), 500)
+    keys = selfplay.position_keys(game.encode(positions, masks))
+    np.testing.assert_array_equal(keys, positions + masks + np.uint64(game.BOTTOM_MASK))
+    assert len(set(keys.tolist())) == len(set(zip(positions.tolist(), masks.tolist(), strict=True)))
+
+
+def test_the_cache_sends_each_new_position_once_and_answers_as_the_network() -> None:
+    positions, masks = _random_positions(np.random.default_rng(1), 6)
+    obs = game.encode(positions, masks)
+    keys = selfplay.position_keys(obs).tolist()
+    assert len(set(keys)) == 6
+    inner = _RowByRowEvaluator()
+    cached = selfplay.CachedEvaluator(inner, max_positions=4)
+
+    def check(rows: list[int], sent: list[int]) -> None:
+        logits, value = cached.evaluate(obs[rows])
+        expected_logits, expected_value = _RowByRowEvaluator().evaluate(obs[rows])
+        np.testing.assert_array_equal(logits, expected_logits)
+        np.testing.assert_array_equal(value, expected_value)
+        assert (inner.sent.pop() if sent else []) == [keys[row] for row in sent] and not inner.sent
+
+    check([1, 0, 1, 2, 0], sent=[1, 0, 2])  # a repeat within the call is sent once, in first-seen order
+    check([2, 3, 0], sent=[3])               # what was seen is answered from memory
+    check([0, 4], sent=[4])                  # five positions: more than 4, so the memory started again
+    check([5, 4, 1], sent=[5, 1])            # 4 and 5 are remembered, 1 was forgotten
+    assert (cached.num_evaluations, cached.num_network_evaluations) == (13, 7)
+
+
+def test_the_cache_changes_the_cost_not_the_games() -> None:
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "mcts.num_simulations=32"])
+    played = {}
+    for cache in (0, 200, 1 << 20):
+        settings = dataclasses.replace(cfg.selfplay, cache_positions=cache)
+        played[cache] = selfplay.play_games(_RowByRowEvaluator(), 8, settings, cfg.mcts, np.random.default_rng(0))
+    (plain, plain_stats), (small, small_stats), (full, full_stats) = played.values()
+    for records in (small, full):
+        assert len(records) == len(plain) == 8
+        for a, b in zip(plain, records, strict=True):
+            for name in ("obs", "policy", "value", "root_value"):
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    asked = plain_stats.num_evaluations
+    assert small_stats.num_evaluations == full_stats.num_evaluations == asked == plain_stats.num_network_evaluations
+    # a position searched again is not scored again; a small memory, emptied when full, saves less
+    assert full_stats.num_network_evaluations < small_stats.num_network_evaluations < asked
+    with pytest.raises(config.ConfigError, match="cache_positions"):
+        config.make_config("smoke", overrides=["selfplay.cache_positions=-1"])

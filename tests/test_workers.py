@@ -62,6 +62,8 @@ def test_two_workers_make_consistent_records_reproducibly() -> None:
     assert stats.num_games == 7 == len(records) == num_reported
     assert stats.num_positions == sum(len(r.value) for r in records) > 0
     assert stats.num_evaluations > stats.num_positions
+    # the workers' searches ask for positions their caches answer: the server scores fewer, and counts both
+    assert 0 < stats.num_network_evaluations < stats.num_evaluations
     assert_consistent_records(records)
     # Each batch is fixed by the workers' requests, never by timing (see workers'
     # docstring), so on CPU the same seed and worker count give the same games.

@@ -312,7 +312,8 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
     On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each), each part of a
     generation is scaled on its own:
 
-    - self-play is bounded by the slower of two rates, the network's and the tree work's.  The network's: its
+    - self-play is bounded by the slower of two, the network's work and the tree work (the network scores only
+      the positions the searches' cache does not answer, ``num_network_evaluations``).  The network's rate: its
       forward time measured here at two batch sizes (``figures["forward"]``) fits
       ``t(B) = latency + B * per_position``; on the T4 the latency is kept (launching kernels is host work)
       and ``per_position`` grows by the ratio of the two GPUs' peak float16 tensor throughput
@@ -333,6 +334,7 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
     selfplay_seconds = statistics.median(r["selfplay_seconds"] for r in steady)
     train_seconds = statistics.median(r["train_seconds"] for r in steady)
     evaluations = statistics.median(r["num_evaluations"] for r in steady)
+    network_evaluations = statistics.median(r.get("num_network_evaluations", r["num_evaluations"]) for r in steady)
     out: dict[str, Any] = {
         "generation_seconds": round(gen_seconds, 1), "selfplay_seconds": round(selfplay_seconds, 1),
         "train_seconds": round(train_seconds, 1), "evaluations_per_generation": int(evaluations),
@@ -355,18 +357,24 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
         batch = num_parallel_games * max(1, (workers + 1) // 2)
         return batch / (latency + batch * per_position * scale), tree_per_core * max(1, workers)
 
-    efficiency = min(1.0, (evaluations / selfplay_seconds) / min(bound(num_workers, 1.0)))
+    def selfplay_bound(workers: int, scale: float) -> float:
+        """Self-play's seconds at the slower rate: the network scores only what the cache does not answer."""
+        network_rate, tree_rate = bound(workers, scale)
+        return max(network_evaluations / network_rate, evaluations / tree_rate)
+
+    efficiency = min(1.0, selfplay_bound(num_workers, 1.0) / selfplay_seconds)
     tensor_ratio, fp32_ratio = peaks[0] / PEAK_TFLOPS["T4"][0], peaks[1] / PEAK_TFLOPS["T4"][1]
     network_rate, tree_rate = bound(KAGGLE_CORES, tensor_ratio)
     rest = max(gen_seconds - selfplay_seconds - train_seconds, 0.0)
     t4_train = train_seconds * fp32_ratio
-    best = evaluations / min(network_rate, tree_rate) + t4_train + rest
-    likely = evaluations / (min(network_rate, tree_rate) * efficiency) + t4_train + rest
+    best = selfplay_bound(KAGGLE_CORES, tensor_ratio) + t4_train + rest
+    likely = selfplay_bound(KAGGLE_CORES, tensor_ratio) / efficiency + t4_train + rest
     out["t4"] = {
         "hours": round(likely * num_generations / 3600, 2), "generation_seconds": round(likely, 1),
         "hours_at_best": round(best * num_generations / 3600, 2), "efficiency": round(efficiency, 3),
         "train_seconds": round(t4_train, 1), "network_evals_per_s": round(network_rate),
-        "tree_evals_per_s": round(tree_rate), "bound": "network" if network_rate < tree_rate else "tree work",
+        "tree_evals_per_s": round(tree_rate),
+        "bound": "network" if network_evaluations / network_rate > evaluations / tree_rate else "tree work",
         "forward_latency_s": round(latency, 6), "forward_per_position_s": round(per_position, 10),
         "tensor_ratio": round(tensor_ratio, 2), "fp32_ratio": round(fp32_ratio, 2),
     }

@@ -103,6 +103,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     return {
         **result, "simulations": cfg.mcts.num_simulations,
         "mean_leaf_depth": round(stats.mean_leaf_depth, 2),
+        "network_share": round(stats.num_network_evaluations / max(stats.num_evaluations, 1), 3),
         "positions_per_s": round(stats.num_positions / elapsed, 1),
         "games_per_hour": round(stats.num_games / elapsed * 3600),
         "positions_per_hour": round(stats.num_positions / elapsed * 3600),

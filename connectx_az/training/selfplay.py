@@ -90,6 +90,10 @@ class SelfPlayConfig:
     # the value target of that position and every earlier one (see the module docstring).
     adjudicate_empty: int = 0
     adjudicate_nodes: int = 200_000
+    # The network's answers are kept by position for one call of ``play_games`` (a generation: the
+    # weights do not change within it), so a position searched again is not sent to the network again
+    # (``CachedEvaluator``): at most this many positions, about 100 bytes each; 0 turns the cache off.
+    cache_positions: int = 1 << 20
     # Gumbel root selection for the full searches (off by default; see the module docstring).
     gumbel: gumbel.GumbelConfig = field(default_factory=gumbel.GumbelConfig)
 
@@ -106,6 +110,8 @@ class SelfPlayConfig:
             raise ValueError("selfplay.full_search_prob must be in (0, 1]")
         if self.num_workers < -1:
             raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
+        if self.cache_positions < 0:
+            raise ValueError("selfplay.cache_positions must be >= 0 (0 turns the cache off)")
         if not 0 <= self.adjudicate_empty < game.NUM_CELLS or self.adjudicate_nodes < 1:
             raise ValueError(f"selfplay.adjudicate_empty must be in [0, {game.NUM_CELLS - 1}] "
                              "and selfplay.adjudicate_nodes >= 1")
@@ -151,7 +157,9 @@ class SelfPlayStats:
     share of those whose actual result differs from the solved one (a blunder after that point);
     ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added;
     ``prefix_rate``/``fork_rate``: share of the games started from a random prefix / a fork;
-    ``mean_start_ply``: mean number of stones on the board at the games' first searched move."""
+    ``mean_start_ply``: mean number of stones on the board at the games' first searched move;
+    ``num_evaluations``: the positions the searches asked the evaluator for, and
+    ``num_network_evaluations`` those the network scored: fewer where the cache answered."""
 
     num_games: int
     num_positions: int
@@ -165,6 +173,84 @@ class SelfPlayStats:
     prefix_rate: float = 0.0
     fork_rate: float = 0.0
     mean_start_ply: float = 0.0
+    num_network_evaluations: int = 0
+
+
+# ``position_keys``: the weight of each cell of a plane (row 0 at the top) in the solver's bitboard, where
+# column ``c`` holds bits ``7c`` (bottom row) to ``7c + 5``.
+_KEY_WEIGHTS = np.array([[1 << ((game.ROWS + 1) * col + game.ROWS - 1 - row) for col in range(game.COLS)]
+                         for row in range(game.ROWS)], np.uint64).reshape(-1)
+_KEY_WEIGHTS = np.concatenate([2 * _KEY_WEIGHTS, _KEY_WEIGHTS])
+
+
+def position_keys(obs: np.ndarray) -> np.ndarray:
+    """``uint64[M]``: one number per position ``obs uint8[M,2,6,7]``, distinct for distinct positions.
+
+    It is the solver's key ``position + mask + game.BOTTOM_MASK`` (``position`` the stones of the side to
+    move, ``mask`` all stones): twice the own stones' bits plus the opponent's, column by column.  In each
+    column the stones lie on the bottom rows, so the column's height shows as its one bit above them, and
+    two positions share a key only if they are the same.
+    """
+    planes = np.asarray(obs, np.uint8).reshape(len(obs), 2 * game.NUM_CELLS).astype(np.uint64)
+    return planes @ _KEY_WEIGHTS + np.uint64(game.BOTTOM_MASK)
+
+
+class CachedEvaluator:
+    """An evaluator with a memory: each position's answer is computed once, for one network's weights.
+
+    A generation's searches ask for the same positions many times over: every move builds a fresh tree
+    whose first levels the previous move's search has scored already, and games share their openings.
+    Positions not yet seen are sent to ``inner`` in one call, each once, in the order they first appear;
+    the rest are answered from memory, as the network answered them.  The search then gets what it would
+    have got from the network: a row's answer does not depend on the rows beside it (up to the last bits
+    of reduced precision), and only the cost changes.  After ``max_positions`` positions the memory
+    starts again empty.  Use it for as long as the weights do not change: a new object per generation.
+    ``num_evaluations`` counts the positions asked for, ``num_network_evaluations`` those sent on.
+    """
+
+    def __init__(self, inner: mcts.Evaluator, max_positions: int = 1 << 20) -> None:
+        if max_positions < 1:
+            raise ValueError("max_positions must be >= 1")
+        self.inner = inner
+        self.max_positions = max_positions
+        self.num_evaluations = 0
+        self.num_network_evaluations = 0
+        self._slot: dict[int, int] = {}
+        self._logits = np.empty((0, game.NUM_ACTIONS), np.float32)
+        self._value = np.empty(0, np.float32)
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
+        self.num_evaluations += len(obs)
+        keys = position_keys(obs)
+        get = self._slot.get
+        slots = np.fromiter((get(key, -1) for key in keys.tolist()), np.intp, len(keys))
+        missing = np.flatnonzero(slots < 0)
+        if missing.size:
+            new_keys, first, inverse = np.unique(keys[missing], return_index=True, return_inverse=True)
+            order = np.argsort(first)  # the new positions in the order they first appear
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            logits, value = self.inner.evaluate(obs[missing[first[order]]])
+            self.num_network_evaluations += order.size
+            start = self._reserve(order.size)
+            self._logits[start:start + order.size] = np.asarray(logits, np.float32).reshape(order.size, -1)
+            self._value[start:start + order.size] = np.asarray(value, np.float32).reshape(-1)
+            self._slot.update(zip(new_keys[order].tolist(), range(start, start + order.size), strict=True))
+            slots[missing] = start + rank[inverse.reshape(-1)]
+        return self._logits[slots], self._value[slots]
+
+    def _reserve(self, count: int) -> int:
+        """The first of ``count`` free rows for new answers, growing the arrays or emptying the memory."""
+        used = len(self._slot)
+        if used + count > self.max_positions:
+            self._slot.clear()
+            used = 0
+        if used + count > len(self._value):
+            size = max(used + count, min(2 * len(self._value), self.max_positions), 1024)
+            self._logits = np.concatenate([self._logits[:used], np.empty((size - used, game.NUM_ACTIONS), np.float32)])
+            self._value = np.concatenate([self._value[:used], np.empty(size - used, np.float32)])
+        return used
 
 
 class _CountingEvaluator:
@@ -173,9 +259,11 @@ class _CountingEvaluator:
     def __init__(self, inner: mcts.Evaluator) -> None:
         self.inner = inner
         self.num_evaluations = 0
+        self.num_network_evaluations = 0
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.num_evaluations += len(obs)
+        self.num_network_evaluations += len(obs)
         return self.inner.evaluate(obs)
 
 
@@ -212,7 +300,8 @@ def play_games(
     this call, so the first ``num_parallel_games`` games, started together
     before any search, all start from the empty board or a prefix.
     """
-    counter = _CountingEvaluator(evaluator)
+    counter: CachedEvaluator | _CountingEvaluator = (
+        CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions else _CountingEvaluator(evaluator))
     judge = solver.Solver(table_size=1 << 18) if config.adjudicate_empty > 0 else None
     adjudicate_ply = game.NUM_CELLS - config.adjudicate_empty
     records: list[GameRecord] = []
@@ -278,7 +367,7 @@ def play_games(
             if on_game_done is not None:
                 on_game_done(record)
         in_flight = still
-    return records, summarize(records, counter.num_evaluations)
+    return records, summarize(records, counter.num_evaluations, counter.num_network_evaluations)
 
 
 def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]]) -> _Game:
@@ -420,14 +509,17 @@ def _finish(g: _Game, result: int) -> GameRecord:
     )
 
 
-def summarize(records: list[GameRecord], num_evaluations: int) -> SelfPlayStats:
-    """The statistics of a batch of finished games that cost ``num_evaluations`` network positions."""
+def summarize(records: list[GameRecord], num_evaluations: int,
+              num_network_evaluations: int | None = None) -> SelfPlayStats:
+    """The statistics of a batch of finished games whose searches asked for ``num_evaluations`` positions,
+    ``num_network_evaluations`` of them scored by the network (default: all)."""
     n = max(len(records), 1)
     adjudicated = [r for r in records if r.adjudicated_ply >= 0]
     return SelfPlayStats(
         num_games=len(records),
         num_positions=sum(len(r.value) for r in records),
         num_evaluations=num_evaluations,
+        num_network_evaluations=num_evaluations if num_network_evaluations is None else num_network_evaluations,
         mean_length=sum(r.num_plies for r in records) / n,
         first_player_win_rate=sum(r.first_player_result == 1 for r in records) / n,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,

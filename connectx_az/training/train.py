@@ -358,7 +358,8 @@ def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict
         "generations": len(rows),
         "games": sum(r["num_games"] for r in rows),
         "positions": sum(r["num_positions"] for r in rows),
-        "network_evaluations": sum(r["num_evaluations"] for r in rows),
+        # the network's own work: the positions the searches asked for less those the cache answered
+        "network_evaluations": sum(r.get("num_network_evaluations", r["num_evaluations"]) for r in rows),
         "hours": round(sum(r["seconds"] for r in rows) / 3600, 2),
         "pons_policy_last": {k.removeprefix("pons_policy/"): v for k, v in last.items()
                              if k.startswith("pons_policy/")},

@@ -31,7 +31,8 @@ then its payload::
 
     worker -> server  b"E" obs uint8[n,2,6,7]      evaluate these leaves (side to move)
                       b"G" pickled GameRecord       a game finished (progress, results)
-                      b"D"                          done
+                      b"D" int64                    done; the positions its searches asked for (more
+                                                    than it sent: ``selfplay.CachedEvaluator``)
                       b"X" traceback text           failed
     server -> worker  logits float32[n,7] then value float32[n], side to move
 
@@ -108,11 +109,12 @@ def play_games(
             processes.append(process)
             # Only the worker holds its end now: if it dies, our reads see EOF at once.
             theirs.close()
-        by_worker, num_evaluations = _serve(evaluator, processes, connections, on_game_done=on_game_done)
+        by_worker, num_evaluations, num_network_evaluations = _serve(evaluator, processes, connections,
+                                                                     on_game_done=on_game_done)
     finally:
         _stop(processes, connections)
     records = [record for worker_records in by_worker for record in worker_records]
-    return records, selfplay.summarize(records, num_evaluations)
+    return records, selfplay.summarize(records, num_evaluations, num_network_evaluations)
 
 
 def resolve_num_workers(num_workers: int, cpu_count: int | None = None) -> int:
@@ -144,15 +146,17 @@ def _serve(
     connections: list[Connection],
     *,
     on_game_done: Callable[[GameRecord], None] | None = None,
-) -> tuple[list[list[GameRecord]], int]:
+) -> tuple[list[list[GameRecord]], int, int]:
     """Answer the workers' network requests until all are done.
 
-    Returns each worker's records in its finishing order and the number of
-    positions evaluated.  Even and odd workers take turns (see the module
-    docstring): one batch per turn of every unfinished worker of the group.
+    Returns each worker's records in its finishing order, the number of
+    positions the workers' searches asked for and the number evaluated here.
+    Even and odd workers take turns (see the module docstring): one batch per
+    turn of every unfinished worker of the group.
     """
     num_workers = len(processes)
     records: list[list[GameRecord]] = [[] for _ in range(num_workers)]
+    asked = [0] * num_workers
     num_evaluations = 0
     groups = [range(first, num_workers, 2) for first in range(min(2, num_workers))]
     running = set(range(num_workers))
@@ -161,7 +165,8 @@ def _serve(
             requests: list[tuple[int, np.ndarray]] = []
             for index in (i for i in group if i in running):
                 obs = _next_request(index, processes[index], connections[index], records[index], on_game_done)
-                if obs is None:
+                if isinstance(obs, int):
+                    asked[index] = obs
                     running.discard(index)
                 else:
                     requests.append((index, obs))
@@ -180,12 +185,12 @@ def _serve(
                 except OSError:  # its pipe is closed: it died while the network ran
                     raise _died(index, processes[index]) from None
                 start = stop
-    return records, num_evaluations
+    return records, sum(asked), num_evaluations
 
 
 def _next_request(index: int, process: BaseProcess, connection: Connection, records: list[GameRecord],
-                  on_game_done: Callable[[GameRecord], None] | None) -> np.ndarray | None:
-    """Worker ``index``'s next leaves ``uint8[n,2,6,7]``, or None once it is done.
+                  on_game_done: Callable[[GameRecord], None] | None) -> np.ndarray | int:
+    """Worker ``index``'s next leaves ``uint8[n,2,6,7]``, or once it is done the positions its searches asked for.
 
     Finished games that arrive first are appended to ``records`` (and reported).
     """
@@ -206,7 +211,7 @@ def _next_request(index: int, process: BaseProcess, connection: Connection, reco
             if on_game_done is not None:
                 on_game_done(record)
         elif tag == _DONE:
-            return None
+            return int(np.frombuffer(payload, np.int64)[0])
         elif tag == _FAILED:
             raise WorkerError(f"self-play worker {index} failed:\n{bytes(payload).decode(errors='replace')}")
         else:
@@ -259,11 +264,11 @@ def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig,
     # Ctrl-C reaches the whole process group; the parent handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        selfplay.play_games(
+        _, stats = selfplay.play_games(
             _RemoteEvaluator(connection), num_games, config, search, np.random.default_rng(seed),
             on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)),
         )
-        connection.send_bytes(_DONE)
+        connection.send_bytes(_DONE + np.int64(stats.num_evaluations).tobytes())
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent closed our pipe (it stopped or died): nobody to report to
     except BaseException:
