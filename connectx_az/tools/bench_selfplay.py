@@ -51,7 +51,9 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     rate is measured at ``raw_batch``, the largest batch self-play sends: the
     games in flight of one of the server's two groups of workers.
 
-    ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is
+    The self-play rate counts the positions the searches asked for; ``network_share`` is the part of them
+    the network scored, the rest being answered by ``selfplay.CachedEvaluator`` (so the rate may pass the
+    raw one).  ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is
     then the tree work's alone, ``tree_evals_per_s`` (and per core: per process
     doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
     ``device`` and ``precision`` override the preset's (``devices.resolve_device``,

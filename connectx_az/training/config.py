@@ -231,7 +231,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     }),
-    # one CPU core, about ten hours in all (docs/results.md, the recipe from scratch, has its timings)
+    # one CPU core: about 57 s a generation on this project's AMD EPYC in bfloat16, 7 hours in all (docs/results.md,
+    # "The `cpu` preset in bfloat16, from scratch", has its timings)
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
@@ -244,8 +245,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 450,
     }),
     # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
-    # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
-    # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
+    # measured on an H100 with 16 cores, before self-play kept the network's answers: about 65 s a generation
+    # there (1.8 hours in all) and 4.2-7.4 hours on a Kaggle T4, inside its session's 11 hours (docs/results.md,
+    # "Self-play on a GPU"; `make gpu-check` measures).
     "gpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},

@@ -45,6 +45,7 @@ class Mutation:
 MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py", "connectx_az/agent/template.py"
 RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
+SELFPLAY = "connectx_az/training/selfplay.py"
 
 MUTATIONS = (
     # the search (pasted)
@@ -101,6 +102,15 @@ MUTATIONS = (
     Mutation("reuse-reply-check", TEMPLATE, "if game.play(after_position, after_mask, reply) == (position, mask):",
              "if True:", ("tests/test_agent.py",),
              "the tree is reused down the first reply it holds, not the played one"),
+    # self-play's cache of the network's answers
+    Mutation("cache-order", SELFPLAY, "slots[missing] = start + rank[inverse.reshape(-1)]",
+             "slots[missing] = start + inverse.reshape(-1)", ("tests/test_selfplay.py",),
+             "new positions get the answers in sorted-key order, not in the order they were sent"),
+    Mutation("cache-key", SELFPLAY, "return planes @ _KEY_WEIGHTS + np.uint64(game.BOTTOM_MASK)",
+             "return planes[:, : game.NUM_CELLS] @ _KEY_WEIGHTS[: game.NUM_CELLS]", ("tests/test_selfplay.py",),
+             "the key sees only the side to move's stones: positions that differ in the opponent's share one"),
+    Mutation("cache-full", SELFPLAY, "self._slot.clear()", "pass", ("tests/test_selfplay.py",),
+             "a full memory keeps its keys while their rows are written over"),
     # resuming a run
     Mutation("resume-trim", RUNS, "trim_metrics(run_dir, generation)", "pass", ("tests/test_train.py",),
              "a generation's metrics line written before a kill stays beside the line of its rerun"),
