@@ -245,9 +245,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 450,
     }),
     # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
-    # measured on an H100 with 16 cores, before self-play kept the network's answers: about 65 s a generation
-    # there (1.8 hours in all) and 4.2-7.4 hours on a Kaggle T4, inside its session's 11 hours (docs/results.md,
-    # "Self-play on a GPU"; `make gpu-check` measures).
+    # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
+    # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
     "gpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
@@ -255,7 +254,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         # worker keeps 64 games in flight: the tree work's numpy calls cost per call, so 64 games a worker gave
         # 2.4 times the self-play rate of 32 on the H100's 16 cores; 2,048 games a generation give each of 16
         # workers two rounds of 64, so that its later games can fork (on 4 cores, eight rounds).
-        "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1},
+        # No cache of the network's answers: a GPU's forward pass costs per call, nearly flat in the batch
+        # (1.43 ms at 32 positions, 1.51 at 512 on the H100), so sending fewer positions saves it little, while
+        # the lookups cost the tree work, the limit here, 6-19% (docs/results.md, "The network's answers kept
+        # for a generation").
+        "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1, "cache_positions": 0},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,

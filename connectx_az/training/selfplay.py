@@ -177,9 +177,10 @@ class SelfPlayStats:
 
 
 # ``position_keys``: the weight of each cell of a plane (row 0 at the top) in the solver's bitboard, where
-# column ``c`` holds bits ``7c`` (bottom row) to ``7c + 5``.
+# column ``c`` holds bits ``7c`` (bottom row) to ``7c + 5``; twice that for the side to move's plane.  As
+# float64, whose 53-bit mantissa holds every sum exactly (keys stay below 2 ** 51), for a BLAS product.
 _KEY_WEIGHTS = np.array([[1 << ((game.ROWS + 1) * col + game.ROWS - 1 - row) for col in range(game.COLS)]
-                         for row in range(game.ROWS)], np.uint64).reshape(-1)
+                         for row in range(game.ROWS)], np.float64).reshape(-1)
 _KEY_WEIGHTS = np.concatenate([2 * _KEY_WEIGHTS, _KEY_WEIGHTS])
 
 
@@ -191,8 +192,8 @@ def position_keys(obs: np.ndarray) -> np.ndarray:
     column the stones lie on the bottom rows, so the column's height shows as its one bit above them, and
     two positions share a key only if they are the same.
     """
-    planes = np.asarray(obs, np.uint8).reshape(len(obs), 2 * game.NUM_CELLS).astype(np.uint64)
-    return planes @ _KEY_WEIGHTS + np.uint64(game.BOTTOM_MASK)
+    planes = np.asarray(obs, np.uint8).reshape(len(obs), 2 * game.NUM_CELLS).astype(np.float64)
+    return (planes @ _KEY_WEIGHTS).astype(np.uint64) + np.uint64(game.BOTTOM_MASK)
 
 
 class CachedEvaluator:
@@ -203,9 +204,14 @@ class CachedEvaluator:
     Positions not yet seen are sent to ``inner`` in one call, each once, in the order they first appear;
     the rest are answered from memory, as the network answered them.  The search then gets what it would
     have got from the network: a row's answer does not depend on the rows beside it (up to the last bits
-    of reduced precision), and only the cost changes.  After ``max_positions`` positions the memory
-    starts again empty.  Use it for as long as the weights do not change: a new object per generation.
-    ``num_evaluations`` counts the positions asked for, ``num_network_evaluations`` those sent on.
+    of reduced precision), and only the cost changes.  A call that could take the memory past
+    ``max_positions`` positions empties it first.  Use it for as long as the weights do not change: a new
+    object per generation.  ``num_evaluations`` counts the positions asked for, ``num_network_evaluations``
+    those sent on.
+
+    Its cost is per call more than per position (a few numpy calls, a dict lookup a position): a fraction
+    of the tree work's, where most positions are repeats (``docs/results.md``, *The network's answers kept
+    for a generation*).
     """
 
     def __init__(self, inner: mcts.Evaluator, max_positions: int = 1 << 20) -> None:
@@ -215,42 +221,46 @@ class CachedEvaluator:
         self.max_positions = max_positions
         self.num_evaluations = 0
         self.num_network_evaluations = 0
-        self._slot: dict[int, int] = {}
+        self._row: dict[int, int] = {}  # position key -> its answer's row in _logits and _value
         self._logits = np.empty((0, game.NUM_ACTIONS), np.float32)
         self._value = np.empty(0, np.float32)
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
-        self.num_evaluations += len(obs)
-        keys = position_keys(obs)
-        get = self._slot.get
-        slots = np.fromiter((get(key, -1) for key in keys.tolist()), np.intp, len(keys))
-        missing = np.flatnonzero(slots < 0)
-        if missing.size:
-            new_keys, first, inverse = np.unique(keys[missing], return_index=True, return_inverse=True)
-            order = np.argsort(first)  # the new positions in the order they first appear
-            rank = np.empty_like(order)
-            rank[order] = np.arange(order.size)
-            logits, value = self.inner.evaluate(obs[missing[first[order]]])
-            self.num_network_evaluations += order.size
-            start = self._reserve(order.size)
-            self._logits[start:start + order.size] = np.asarray(logits, np.float32).reshape(order.size, -1)
-            self._value[start:start + order.size] = np.asarray(value, np.float32).reshape(-1)
-            self._slot.update(zip(new_keys[order].tolist(), range(start, start + order.size), strict=True))
-            slots[missing] = start + rank[inverse.reshape(-1)]
-        return self._logits[slots], self._value[slots]
+        count = len(obs)
+        self.num_evaluations += count
+        if len(self._row) + count > self.max_positions:
+            self._row.clear()  # before the lookups, so that no row found below is written over
+        keys = position_keys(obs).tolist()
+        get = self._row.get
+        rows = [get(key, -1) for key in keys]
+        if -1 in rows:
+            start = len(self._row)
+            fresh: dict[int, int] = {}  # new position key -> its row, in the order the keys first appear
+            first: list[int] = []  # the index in obs of each new position's first appearance
+            for i, key in enumerate(keys):
+                if rows[i] < 0:
+                    row = fresh.get(key)
+                    if row is None:
+                        row = fresh[key] = start + len(first)
+                        first.append(i)
+                    rows[i] = row
+            logits, value = self.inner.evaluate(obs[first])
+            self.num_network_evaluations += len(first)
+            self._grow(start + len(first))
+            self._logits[start:start + len(first)] = np.asarray(logits, np.float32).reshape(len(first), -1)
+            self._value[start:start + len(first)] = np.asarray(value, np.float32).reshape(-1)
+            self._row.update(fresh)
+        index = np.array(rows, np.intp)
+        return self._logits[index], self._value[index]
 
-    def _reserve(self, count: int) -> int:
-        """The first of ``count`` free rows for new answers, growing the arrays or emptying the memory."""
-        used = len(self._slot)
-        if used + count > self.max_positions:
-            self._slot.clear()
-            used = 0
-        if used + count > len(self._value):
-            size = max(used + count, min(2 * len(self._value), self.max_positions), 1024)
-            self._logits = np.concatenate([self._logits[:used], np.empty((size - used, game.NUM_ACTIONS), np.float32)])
-            self._value = np.concatenate([self._value[:used], np.empty(size - used, np.float32)])
-        return used
+    def _grow(self, size: int) -> None:
+        """Room for ``size`` answers: the arrays at least double, up to ``max_positions``."""
+        if size > len(self._value):
+            size = max(size, min(2 * len(self._value), self.max_positions), 1024)
+            used = len(self._value)
+            self._logits = np.concatenate([self._logits, np.empty((size - used, game.NUM_ACTIONS), np.float32)])
+            self._value = np.concatenate([self._value, np.empty(size - used, np.float32)])
 
 
 class _CountingEvaluator:
