@@ -231,7 +231,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     }),
-    # one CPU core: about 57 s a generation on this project's AMD EPYC in bfloat16, 7 hours in all (docs/results.md,
+    # one CPU core: 57-61 s a generation on this project's AMD EPYC in bfloat16, 7-7.6 hours in all (docs/results.md,
     # "The `cpu` preset in bfloat16, from scratch", has its timings)
     "cpu": _recipe({
         "net": {"num_blocks": 4, "num_filters": 64},
