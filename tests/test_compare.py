@@ -146,6 +146,13 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
     assert written["path"] == "candidate.onnx"
     assert written["sha256"] == hashlib.sha256(candidate.read_bytes()).hexdigest()
     assert "training" not in written
+    # a card beside the candidate is the one taken, less the paths that mean nothing on another machine
+    candidate.with_suffix(".json").write_text(json.dumps({"path": "/tmp/x/candidate.onnx", "generation": 7,
+                                                          "checkpoint": "/tmp/x/run/snapshots/gen_0007.pt"}))
+    assert cli_main.main([*args, "--card", str(card)]) == code
+    written = json.loads(card.read_text())
+    assert written["path"] == "candidate.onnx" and written["generation"] == 7 and "checkpoint" not in written
+    capsys.readouterr()
     # run again: every grade is there, nothing is graded twice, the same verdict
     before = {p: p.stat().st_mtime_ns for p in out.glob("pons_*.json")}
     assert cli_main.main(args) == code

@@ -47,6 +47,7 @@ def _candidate_card(model: Path, run: str | None) -> dict[str, Any]:
 
         card = export.model_card(model)
     card["path"] = Path(card.get("path", model)).name  # where it was graded means nothing in another folder
+    card.pop("checkpoint", None)  # nor does the checkpoint's path on the machine that exported it
     if run:
         from connectx_az.training import runs, train
 
