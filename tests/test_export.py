@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import onnx
@@ -123,3 +124,19 @@ def test_corrupt_and_missing_files_are_refused(small_onnx, tmp_path):
         export.model_card(tmp_path / "missing.onnx")
     with pytest.raises(FileNotFoundError):
         backends.OnnxRuntimeEvaluator(tmp_path / "missing.onnx")
+
+
+def test_the_shipped_checkpoint_is_the_shipped_model() -> None:
+    """``models/default.pt`` (what ``--init-model`` warm-starts from) computes what ``models/default.onnx`` does:
+    a release that copies one and forgets the other fails here."""
+    from connectx_az import paths
+    from connectx_az.training.network import load_checkpoint
+
+    net, data = load_checkpoint(paths.DEFAULT_CHECKPOINT)
+    net.eval()
+    obs = export.random_positions(256, np.random.default_rng(0))
+    model = onnx_numpy.NumpyOnnxModel(paths.DEFAULT_MODEL.read_bytes())
+    logits, value = model.evaluate(obs)
+    want_logits, want_value = _torch(net, obs)
+    assert np.abs(logits - want_logits).max() < 1e-4 and np.abs(value - want_value.reshape(-1)).max() < 1e-4
+    assert "optimizer" not in data and data["generation"] == json.loads(paths.DEFAULT_CARD.read_text())["generation"]
