@@ -199,3 +199,12 @@ def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path
     assert ran[-1] == ("network alone", 0) and steps[0].name not in [name for name, _ in ran]
     assert len(ran) == len(steps) - 1 - 2  # all but the graded one and the two skipped
     assert all(line.startswith("[") or "skipped" in line for line in lines)
+
+
+def test_a_missing_candidate_is_refused_before_anything_is_written(tmp_path) -> None:
+    out = tmp_path / "cmp"
+    shipped = compare.SHIPPED_MODEL
+    for candidate, against in ((tmp_path / "typo.onnx", shipped), (shipped, tmp_path / "x")):
+        with pytest.raises(compare.CompareError, match="not found: give an ONNX model"):
+            compare.run(candidate, out, against=against)
+    assert not out.exists()  # no manifest naming a file that is not there, to refuse the right file later
