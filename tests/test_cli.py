@@ -460,6 +460,27 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
 
 
 @pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("eval", "pons", "--limit", "-3"), "--limit -3 must be positive"),
+        (("eval", "pons", "--sims", "64", "0"), "--sims 64 0 must be positive"),
+        (("eval", "pons", "--bank", "-1", "--act-timeout", "0"), "--act-timeout 0 must be positive; --bank -1 must be "
+                                                                 "zero or more"),
+        (("eval", "value", "--limit", "0"), "--limit 0 must be positive"),
+        (("validate", "--games", "0"), "--games 0 must be positive"),
+        (("duel", "--act-timeout", "-2"), "--act-timeout -2 must be positive"),
+        (("arena", "--opening-plies", "-1"), "--opening-plies -1 must be zero or more"),
+        (("play", "--sims", "0"), "--sims 0 must be positive"),
+        (("bench", "precision", "--seconds", "-1"), "--seconds -1 must be positive"),
+        (("compare", "x.onnx", "--games", "0"), "--games 0 must be positive"),
+    ],
+)
+def test_a_count_or_a_time_that_is_not_positive_is_refused_in_one_line(args: tuple[str, ...], said: str,
+                                                                        capsys) -> None:
+    assert _one_line_error(capsys, cli_main.main(list(args))) == f"error: {said}\n"
+
+
+@pytest.mark.parametrize(
     ("args", "blocked", "extra"),
     [
         (("play",), ("onnxruntime",), "eval"),

@@ -18,6 +18,7 @@ SOLVER_LIMIT = 40
 def cmd_bench(args: argparse.Namespace) -> int:
     from connectx_az.tools import bench
 
+    common.require_positive(args, "--seconds")
     if args.what == "solver":
         return cmd_bench_solver(args)
     if args.what == "clock":

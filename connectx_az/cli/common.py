@@ -28,6 +28,21 @@ def require_runtime(args: argparse.Namespace) -> None:
                                     name="numba")
 
 
+def require_positive(args: argparse.Namespace, *options: str, zero_allowed: tuple[str, ...] = ()) -> None:
+    """Stop with one line where a count or a time given as one of ``options`` (``--limit``; a list too, as
+    ``--sims 64 200``) is not positive, or where one of ``zero_allowed`` is negative."""
+    bad = []
+    for option in (*options, *zero_allowed):
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        zero_ok = option in zero_allowed
+        if any(v < 0 or (v == 0 and not zero_ok) for v in values):
+            shown = " ".join(f"{v:g}" for v in values)
+            bad.append(f"{option} {shown} must be {'zero or more' if zero_ok else 'positive'}")
+    if bad:
+        raise UserError("; ".join(bad))
+
+
 def command_name(args: argparse.Namespace) -> str:
     """The command as typed, e.g. ``eval pons`` or ``bench solver``."""
     return " ".join(str(getattr(args, key)) for key in ("command", "benchmark", "what") if getattr(args, key, None))

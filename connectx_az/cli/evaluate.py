@@ -16,6 +16,7 @@ from connectx_az.cli import bars, common
 def cmd_validate(args: argparse.Namespace) -> int:
     from connectx_az.evaluation import kaggle_io, reports
 
+    common.require_positive(args, "--games", "--act-timeout")
     if not Path(args.submission).is_file():
         raise common.UserError(f"{args.submission} not found; run `make submission` first")
     common.require(args, "kaggle_environments")
@@ -41,6 +42,7 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     from connectx_az.benchmarks import pons
     from connectx_az.evaluation import grading, kaggle_io, reports
 
+    common.require_positive(args, "--limit", "--sims", "--act-timeout", zero_allowed=("--bank",))
     table: dict[str, Any] = {}
     control: dict[str, Any] = {}
     control_label = args.compare
@@ -91,6 +93,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     from connectx_az.benchmarks import pons
     from connectx_az.evaluation import grading, reports
 
+    common.require_positive(args, "--limit")
     bands = tuple(args.bands)
     if any(not 0 <= b < 1 for b in bands):
         raise common.UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")

@@ -17,8 +17,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
     from connectx_az.evaluation import arena
     from connectx_az.evaluation import players as reference
 
-    if args.games < 1 or args.sims < 1 or args.opening_plies < 0 or not args.act_timeout > 0:
-        raise common.UserError("--games and --sims must be >= 1, --opening-plies >= 0 and --act-timeout > 0")
+    common.require_positive(args, "--games", "--sims", "--act-timeout", zero_allowed=("--opening-plies",))
     common.require(args, *(common.ONNXRUNTIME_EVALUATOR if args.model else ()),
                    *(("kaggle_environments",) if args.builtin else ()))
     try:
@@ -42,6 +41,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
 def cmd_duel(args: argparse.Namespace) -> int:
     from connectx_az.evaluation import duel, kaggle_io
 
+    common.require_positive(args, "--games", "--act-timeout")
     if not Path(args.submission).is_file():
         raise common.UserError(f"{args.submission} not found; run `make submission` first")
     if args.max_nodes < 1:
@@ -75,8 +75,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     from connectx_az.evaluation import players, terminal
 
-    if args.sims < 1:
-        raise common.UserError("--sims must be >= 1")
+    common.require_positive(args, "--sims")
     common.require(args, *common.ONNXRUNTIME_EVALUATOR)
     terminal.play(players.model_player(args.model, args.sims), human_first=args.first)
     return 0

@@ -14,11 +14,10 @@ from connectx_az.cli import common
 def cmd_compare(args: argparse.Namespace) -> int:
     from connectx_az.tools import compare
 
+    common.require_positive(args, "--limit", "--games", "--act-timeout")
     sizes = compare.QUICK if args.quick else compare.FULL
     changes = {k: v for k, v in (("limit", args.limit), ("games", args.games), ("network_limit", args.limit),
                                  ("act_timeout", args.act_timeout)) if v is not None}
-    if any(v <= 0 for v in changes.values()):
-        raise common.UserError("--limit, --games and --act-timeout must be positive")
     if args.duel_opening:
         changes["duel_opening"] = args.duel_opening
     sizes = compare.Sizes(**{**dataclasses.asdict(sizes), **changes})
