@@ -473,6 +473,9 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
         (("play", "--sims", "0"), "--sims 0 must be positive"),
         (("bench", "precision", "--seconds", "-1"), "--seconds -1 must be positive"),
         (("compare", "x.onnx", "--games", "0"), "--games 0 must be positive"),
+        (("train", "r", "--generations", "0"), "--generations 0 must be positive"),  # it said "checkpoint: r/..."
+        (("train", "r", "--threads", "0", "--keep-every", "-1"), "--threads 0 must be positive; --keep-every -1 "
+                                                                  "must be zero or more"),
     ],
 )
 def test_a_count_or_a_time_that_is_not_positive_is_refused_in_one_line(args: tuple[str, ...], said: str,

@@ -11,6 +11,7 @@ from connectx_az.cli import bars, common
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    common.require_positive(args, "--generations", "--threads", zero_allowed=("--keep-every",))
     common.require(args, "torch", "tqdm")
     from connectx_az.training import config, runs, train
 
