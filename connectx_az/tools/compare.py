@@ -115,11 +115,6 @@ class Contender:
     source: str
 
 
-def _must_exist(path: Path) -> None:
-    if not path.exists():
-        raise CompareError(f"{path} not found: give an ONNX model, a training run folder or a built submission.py")
-
-
 def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any] | None = None) -> Contender:
     """The built file of ``source`` in ``out_dir`` (``NAME.py``, with the shipped book), and its model.
 
@@ -131,7 +126,6 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
 
     path = Path(source)
     submission, model = out_dir / f"{name}.py", out_dir / f"{name}.onnx"
-    _must_exist(path)
     if path.is_dir():
         if not (path / "checkpoint.pt").is_file():
             raise CompareError(f"{path} is a folder without checkpoint.pt: give a training run folder")
@@ -434,8 +428,10 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Build, grade (what is not graded yet) and judge; returns ``verdict``'s result with ``skipped`` added."""
     out_dir = Path(out_dir)
-    for path in (candidate, against):  # before the folder and its manifest: a typo leaves nothing behind
-        _must_exist(Path(path))
+    for path in map(Path, (candidate, against)):  # before the folder and its manifest: a typo leaves nothing
+        if not path.exists():
+            raise CompareError(f"{path} not found: give an ONNX model, a training run folder or a built "
+                               "submission.py")
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"candidate": str(Path(candidate).resolve()), "against": str(Path(against).resolve()),
                 "sha256": [_sha256(candidate), _sha256(against)], "sizes": asdict(sizes), "runtimes": list(runtimes)}
