@@ -172,3 +172,44 @@ def test_workers_prove_in_their_own_processes_and_give_the_labels_of_one() -> No
     assert len(pids) >= 1 and os.getpid() not in pids
     with pytest.raises(ValueError, match="workers must be >= 1"):
         list(labeller.proofs(iter(()), Where(), workers=0))
+
+
+def _pid(prover: solver.Solver, n: int) -> tuple[int, int]:
+    import os
+
+    return n, os.getpid()
+
+
+def _fail_at(prover: solver.Solver, n: int) -> int:
+    if n == 5:
+        raise ValueError(f"no proof of {n}")
+    return n
+
+
+def _die_at(prover: solver.Solver, n: int) -> int:
+    import os
+
+    if n == 5:
+        os._exit(3)
+    return n
+
+
+def test_workers_end_when_closed_early_and_a_failure_is_raised_not_waited_for() -> None:
+    import itertools
+    import os
+
+    endless = (((n,), (n,)) for n in itertools.count())
+    answers = labeller.proofs(endless, solver.Solver(), workers=2, work=_pid)
+    taken = [next(answers) for _ in range(7)]
+    assert [key for key, _ in taken] == [(n,) for n in range(7)] and all(n == key[0] for key, (n, _) in taken)
+    pids = {pid for _, (_, pid) in taken}
+    assert os.getpid() not in pids
+    answers.close()  # ends the processes at once, with tasks still in flight (Pool.terminate could hang here)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    tasks = [((n,), (n,)) for n in range(20)]
+    with pytest.raises(ValueError, match="no proof of 5"):  # the worker's exception, in the parent
+        list(labeller.proofs(tasks, solver.Solver(), workers=2, work=_fail_at))
+    with pytest.raises(RuntimeError, match="exit code 3"):  # a dead process is reported, never waited for
+        list(labeller.proofs(tasks, solver.Solver(), workers=2, work=_die_at))

@@ -24,6 +24,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -147,18 +148,22 @@ def prove(prover: solver.Solver, position: int, mask: int, result: int | None, m
     return result, UNPROVEN_MOVES if best is None else best
 
 
-_worker_prover: solver.Solver | None = None
-
-
-def _start_worker(prover: solver.Solver) -> None:
-    global _worker_prover
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which ends the pool
-    _worker_prover = prover  # the forked process's own copy
-
-
-def _prove_in_worker(work: Callable[..., Any], args: tuple) -> Any:
-    assert _worker_prover is not None
-    return work(_worker_prover, *args)
+def _serve(conn: Connection, prover: solver.Solver, work: Callable[..., Any], others: list[Connection]) -> None:
+    """A proving process: answer each ``args`` its parent sends with ``(True, work(prover, *args))``, or
+    ``(False, the exception)``, until the parent ends it or goes away."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which ends its processes
+    for other in others:  # the other processes' pipes: closed here, so each sees its parent end (EOF)
+        other.close()
+    while True:
+        try:
+            args = conn.recv()
+        except EOFError:
+            return
+        try:
+            answer = (True, work(prover, *args))
+        except Exception as exc:  # the parent raises it
+            answer = (False, exc)
+        conn.send(answer)
 
 
 def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, workers: int = 1,
@@ -170,7 +175,11 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
     processes (forked, each with its own copy of ``prover``) prove up to twice as many tasks ahead
     of the one yielded; ``tasks`` is drawn from only as they are needed, so it may be endless, and
     closing the generator ends the processes.  The results are those of one process, in the same
-    order.
+    order.  A process that dies raises ``RuntimeError`` here rather than leaving its task unanswered.
+
+    Each process has a pipe of its own: no lock is shared, so ending them at any moment cannot
+    deadlock (``multiprocessing.Pool.terminate`` can, in CPython's ``_help_stuff_finish``, waiting
+    for the task queue's lock that a worker holds; CI hung there once).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -179,16 +188,59 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
             yield key, work(prover, *args)
         return
     context = multiprocessing.get_context("fork")
-    with context.Pool(workers, initializer=_start_worker, initargs=(prover,)) as pool:
-        pending: collections.deque = collections.deque()
-        source = iter(tasks)
+    source = iter(tasks)
+    conns: list[Connection] = []
+    processes = []
+    in_flight: dict[Connection, collections.deque] = {}  # each process's task numbers, in the order sent
+    keys: dict[int, object] = {}
+    answers: dict[int, Any] = {}
+    sent = yielded = 0
+
+    def ended(conn: Connection) -> RuntimeError:
+        process = processes[conns.index(conn)]
+        process.join(1)
+        return RuntimeError(f"a proving process ended (exit code {process.exitcode}) with tasks unanswered")
+
+    try:
+        for _ in range(workers):
+            conn, child_end = context.Pipe()
+            process = context.Process(target=_serve, args=(child_end, prover, work, conns[:]), daemon=True)
+            process.start()
+            child_end.close()
+            conns.append(conn)
+            processes.append(process)
+            in_flight[conn] = collections.deque()
         while True:
-            while len(pending) < 2 * workers and (task := next(source, None)) is not None:
-                pending.append((task[0], pool.apply_async(_prove_in_worker, (work, task[1]))))
-            if not pending:
+            for conn in conns:  # keep each process two tasks deep, at most twice the processes ahead
+                while len(in_flight[conn]) < 2 and sent - yielded < 2 * workers and \
+                        (task := next(source, None)) is not None:
+                    keys[sent] = task[0]
+                    try:
+                        conn.send(task[1])
+                    except OSError:  # BrokenPipeError, ConnectionResetError: the process is gone
+                        raise ended(conn) from None
+                    in_flight[conn].append(sent)
+                    sent += 1
+            if yielded == sent:
                 return
-            key, result = pending.popleft()
-            yield key, result.get()
+            while yielded not in answers:
+                for conn in wait([c for c in conns if in_flight[c]]):
+                    try:
+                        ok, answer = conn.recv()
+                    except (EOFError, OSError):  # the process is gone (a reset where it left data unread)
+                        raise ended(conn) from None
+                    if not ok:
+                        raise answer
+                    answers[in_flight[conn].popleft()] = answer
+            yield keys.pop(yielded), answers.pop(yielded)
+            yielded += 1
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
+        for conn in conns:
+            conn.close()
 
 
 def open_file(path: str | Path) -> Labels:
