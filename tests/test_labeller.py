@@ -213,3 +213,49 @@ def test_workers_end_when_closed_early_and_a_failure_is_raised_not_waited_for() 
         list(labeller.proofs(tasks, solver.Solver(), workers=2, work=_fail_at))
     with pytest.raises(RuntimeError, match="exit code 3"):  # a dead process is reported, never waited for
         list(labeller.proofs(tasks, solver.Solver(), workers=2, work=_die_at))
+
+
+def test_workers_end_with_their_parent_even_when_it_is_killed(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("reads /proc")
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import itertools, os, time\n"
+        "from connectx_az.engine import solver\n"
+        "from connectx_az.tools import labeller\n"
+        "def work(prover, n):\n"
+        "    time.sleep(0.01)\n"
+        "    return os.getpid()\n"
+        "answers = labeller.proofs((((n,), (n,)) for n in itertools.count()), solver.Solver(), workers=2, "
+        "work=work)\n"
+        "print(*{next(answers)[1] for _ in range(20)}, flush=True)\n"
+        "time.sleep(300)\n")
+    root = Path(__file__).resolve().parents[1]
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        pids = [int(pid) for pid in parent.stdout.readline().split()]
+    finally:
+        parent.send_signal(signal.SIGKILL)  # no finally, no atexit: only the pipes tell the workers
+        parent.wait()
+
+    def alive(pid: int) -> bool:  # a zombie (nobody reaped it yet) has ended
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    assert len(pids) >= 1 and os.getpid() not in pids
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stranded = [pid for pid in pids if alive(pid)]
+    for pid in stranded:
+        os.kill(pid, signal.SIGKILL)
+    assert not stranded, "a worker outlived its killed parent"

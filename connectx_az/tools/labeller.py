@@ -148,12 +148,12 @@ def prove(prover: solver.Solver, position: int, mask: int, result: int | None, m
     return result, UNPROVEN_MOVES if best is None else best
 
 
-def _serve(conn: Connection, prover: solver.Solver, work: Callable[..., Any], others: list[Connection]) -> None:
+def _serve(conn: Connection, prover: solver.Solver, work: Callable[..., Any], parent_ends: list[Connection]) -> None:
     """A proving process: answer each ``args`` its parent sends with ``(True, work(prover, *args))``, or
     ``(False, the exception)``, until the parent ends it or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which ends its processes
-    for other in others:  # the other processes' pipes: closed here, so each sees its parent end (EOF)
-        other.close()
+    for end in parent_ends:  # closed here, so that the parent's death ends ``recv`` (EOF)
+        end.close()
     while True:
         try:
             args = conn.recv()
@@ -163,23 +163,28 @@ def _serve(conn: Connection, prover: solver.Solver, work: Callable[..., Any], ot
             answer = (True, work(prover, *args))
         except Exception as exc:  # the parent raises it
             answer = (False, exc)
-        conn.send(answer)
+        try:
+            conn.send(answer)
+        except OSError:  # the parent is gone
+            return
 
 
 def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, workers: int = 1,
            work: Callable[..., Any] = prove) -> Iterator[tuple[object, Any]]:
     """``(key, work(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
 
-    ``work`` is ``prove`` (``args`` a ``Task``, answers a ``Proof``) unless another module-level
-    function is given (``book_build`` proves its entries so).  ``workers`` > 1: that many
-    processes (forked, each with its own copy of ``prover``) prove up to twice as many tasks ahead
-    of the one yielded; ``tasks`` is drawn from only as they are needed, so it may be endless, and
-    closing the generator ends the processes.  The results are those of one process, in the same
-    order.  A process that dies raises ``RuntimeError`` here rather than leaving its task unanswered.
+    ``work`` is ``prove`` (``args`` a ``Task``, answers a ``Proof``) unless another function is
+    given (``book_build`` proves its entries so; the processes inherit it, it is not pickled).
+    ``workers`` > 1: that many processes (forked, each with its own copy of ``prover``) prove up to
+    twice as many tasks ahead of the one yielded; ``tasks`` is drawn from only as they are needed,
+    so it may be endless, and closing the generator ends the processes.  The results are those of
+    one process, in the same order.  A process that dies raises ``RuntimeError`` here rather than
+    leaving its task unanswered.
 
     Each process has a pipe of its own: no lock is shared, so ending them at any moment cannot
     deadlock (``multiprocessing.Pool.terminate`` can, in CPython's ``_help_stuff_finish``, waiting
-    for the task queue's lock that a worker holds; CI hung there once).
+    for the task queue's lock that a worker holds; CI hung there once), and a parent that is killed
+    leaves none of them waiting.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -204,7 +209,7 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
     try:
         for _ in range(workers):
             conn, child_end = context.Pipe()
-            process = context.Process(target=_serve, args=(child_end, prover, work, conns[:]), daemon=True)
+            process = context.Process(target=_serve, args=(child_end, prover, work, [*conns, conn]), daemon=True)
             process.start()
             child_end.close()
             conns.append(conn)
