@@ -87,9 +87,9 @@ def test_growing_window_starts_at_one_generation() -> None:
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]
-    assert config.train_command(saved) == "connectx-az train RUN --preset cpu"
+    assert config.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
     assert config.train_command({**saved, "num_generations": 7}) == \
-        "connectx-az train RUN --preset cpu --set num_generations=7"
+        "connectx-az train RUN --preset cpu --workers 0 --set num_generations=7"
 
 
 def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["selfplay"]["gumbel"]
     saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
-    assert config.train_command(saved) == "connectx-az train RUN --preset cpu"
+    assert config.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
     saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
     (tmp_path / "config.json").write_text(json.dumps(saved))
     loaded = config.load_config(tmp_path)
@@ -148,7 +148,7 @@ def test_the_settings_load_without_torch() -> None:
 
 def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_remakes_the_config() -> None:
     assert config.train_command(config.to_dict(config.make_config("cpu", overrides=["seed=3"]))) == \
-        "connectx-az train RUN --preset cpu"
+        "connectx-az train RUN --preset cpu --workers 0"
     changed = ["num_generations=450", "net.value_pool=false", "train.lr=0.0001", "train.solved_max_plies=10"]
     command = config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)))
     assert command.startswith("connectx-az train RUN --preset gpu --set ")
@@ -158,3 +158,44 @@ def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_re
     assert config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
         "connectx-az train RUN --preset gpu (4 settings changed: see config.json)"
     assert config.train_command({"no_such_setting": 1}) == "connectx-az train RUN (custom settings: see config.json)"
+
+
+@pytest.mark.parametrize(("preset", "cores", "gpu", "expected"), [
+    # (workers, games in flight a worker, games a generation, steps a generation)
+    ("cpu", 1, False, (0, 64, 160, 100)),  # the preset as written: one lane, in the training process
+    ("cpu", 2, False, (2, 64, 256, 160)),
+    ("cpu", 8, False, (8, 64, 1024, 640)),
+    ("gpu", 16, True, (16, 64, 2048, 400)),  # the machine the gpu preset was measured on
+    ("gpu", 4, True, (4, 256, 2048, 400)),  # Kaggle's T4 box: 4 x 256 in flight, as fast as 16 x 64 on an H200
+    ("gpu", 2, True, (2, 512, 2048, 400)),
+])
+def test_self_play_is_sized_to_the_cores_and_the_gpu(preset: str, cores: int, gpu: bool,
+                                                      expected: tuple[int, int, int, int]) -> None:
+    cfg = config.sized(config.make_config(preset), cores=cores, gpu=gpu)
+    sp = cfg.selfplay
+    assert (sp.num_workers, sp.num_parallel_games, sp.num_games, cfg.train.steps_per_generation) == expected
+    assert cfg.threads == cores
+    # each worker plays at least two rounds, so that its later games can fork from its earlier ones
+    assert sp.num_games >= 2 * max(sp.num_workers, 1) * sp.num_parallel_games
+    # a position is trained on as often as in the preset's lane
+    lane = config.make_config(preset)
+    assert cfg.train.steps_per_generation / sp.num_games == pytest.approx(
+        lane.train.steps_per_generation / lane.selfplay.num_games, rel=0.01)
+
+
+def test_sizing_keeps_what_the_user_set_and_the_workers_pin_the_rest() -> None:
+    cfg = config.make_config("cpu", overrides=["selfplay.num_games=48", "threads=1"])
+    kept = config.sized(cfg, cores=8, gpu=False, keep={"selfplay.num_games", "threads"})
+    assert (kept.selfplay.num_games, kept.threads, kept.selfplay.num_workers) == (48, 1, 8)
+    pinned = config.sized(config.make_config("gpu"), cores=16, gpu=True, workers=4)
+    assert (pinned.selfplay.num_workers, pinned.selfplay.num_parallel_games, pinned.threads) == (4, 256, 16)
+    assert config.train_command(config.to_dict(pinned)) == "connectx-az train RUN --preset gpu --workers 4"
+
+
+def test_a_timed_runs_rate_follows_the_share_of_its_time_spent() -> None:
+    train = config.make_config("cpu").train
+    assert train.lr_at_fraction(0.0) == train.lr and train.lr_at_fraction(1.0) == pytest.approx(train.lr_min)
+    assert train.lr_at_fraction(0.5) == pytest.approx((train.lr + train.lr_min) / 2)
+    assert train.lr_at_fraction(2.0) == pytest.approx(train.lr_min)  # past the end it stays at the floor
+    # a run of N generations and a timed run agree where the shares agree
+    assert train.lr_at(45, 91) == pytest.approx(train.lr_at_fraction(0.5))

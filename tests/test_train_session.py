@@ -7,6 +7,7 @@ in for it here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -47,15 +48,11 @@ def test_a_duration_that_is_not_positive_is_a_config_error(text: str) -> None:
 def test_the_time_budget_stops_between_generations_and_the_run_resumes(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     run_dir = tmp_path / "run"
-    now = [0.0]
-
-    def after_generation(row: dict) -> None:
-        now[0] = 100.0  # the budget is used up once generation 0 is done
+    ticks = itertools.count(0.0, 60.0)  # each reading of the clock is a minute later: generation 0 takes one
 
     cfg = config.make_config("smoke", overrides=SMOKE)
     with caplog.at_level(logging.WARNING, logger="connectx_az.training.train"):
-        train.run(run_dir, cfg, progress=False, time_budget=100.0, clock=lambda: now[0],
-                  on_generation=after_generation)
+        train.run(run_dir, cfg, progress=False, time_budget=100.0, clock=lambda: next(ticks))
     assert _generations(run_dir) == [0] and _next_generation(run_dir) == 1
     [record] = [r for r in caplog.records if r.name == "connectx_az.training.train"]
     assert "stopped before generation 1 of 3" in record.getMessage()
@@ -64,8 +61,7 @@ def test_the_time_budget_stops_between_generations_and_the_run_resumes(
     # Resumed with a budget shorter than the last generation took: it stops at once, losing nothing.
     caplog.clear()
     last_seconds = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["seconds"]
-    now[0] = 0.0
-    train.run(run_dir, resume=True, progress=False, time_budget=last_seconds / 2, clock=lambda: now[0])
+    train.run(run_dir, resume=True, progress=False, time_budget=last_seconds / 2, clock=lambda: 0.0)
     assert _generations(run_dir) == [0] and _next_generation(run_dir) == 1
     assert any("stopped before generation 1 of 3" in r.getMessage() for r in caplog.records)
 
@@ -159,3 +155,54 @@ def test_what_is_not_a_resumable_run_is_refused_with_one_line(saved_run: Path, t
     with pytest.raises(config.ConfigError, match="is not empty"):
         runs.adopt_run(saved_run, occupied)
     assert [p.name for p in occupied.iterdir()] == ["notes.txt"]
+
+
+def test_a_timed_run_anneals_on_its_clock_ends_inside_its_time_and_resumes_to_the_same_deadline(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    ticks = itertools.count(0.0, 5.0)  # each generation takes 5 s of the run's clock
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "total_time=32"])  # num_generations=3 is not used
+    with caplog.at_level(logging.INFO, logger="connectx_az.training.train"):
+        train.run(run_dir, cfg, progress=False, clock=lambda: next(ticks))
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    # 6 generations: a 7th would end at 35 s, past the 32
+    assert [r["generation"] for r in rows] == list(range(6)) and _next_generation(run_dir) == 6
+    assert [r["run_seconds"] for r in rows] == [5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
+    # the cosine follows the time: the rate of each generation is the one at the share spent when it ends (the
+    # first, its duration unknown, at the start); the last trains near the final rate
+    train_cfg = cfg.train
+    assert rows[0]["lr"] == train_cfg.lr
+    for row in rows[1:]:
+        assert row["lr"] == pytest.approx(train_cfg.lr_at_fraction(row["run_seconds"] / 32))
+    assert rows[-1]["lr"] < train_cfg.lr_min + 0.05 * (train_cfg.lr - train_cfg.lr_min)
+    assert any("about 6 generations in the total time" in r.getMessage() for r in caplog.records)
+    assert any("total time is spent: 6 generations" in r.getMessage() for r in caplog.records)
+
+    # resumed, it has nothing left to do; resumed with a longer total, it goes on to the new deadline
+    train.run(run_dir, resume=True, progress=False, clock=lambda: next(ticks))
+    assert _next_generation(run_dir) == 6
+    train.run(run_dir, config.override(cfg, ["total_time=50"]), resume=True, progress=False,
+              clock=lambda: next(ticks))
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["run_seconds"] for r in rows][6:] == [35.0, 40.0, 45.0, 50.0]
+    assert config.load_config(run_dir).total_time == 50
+
+
+def test_a_timed_run_keeps_its_last_checkpoint_and_its_card_names_the_total_time(tmp_path: Path) -> None:
+    ticks = itertools.count(0.0, 5.0)
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "total_time=12"])
+    train.run(tmp_path / "run", cfg, progress=False, keep_every=5, clock=lambda: next(ticks))
+    assert sorted(p.name for p in (tmp_path / "run" / "snapshots").iterdir()) == ["gen_0002.pt"]
+    summary = train.summarize(runs.read_rows(tmp_path / "run"), config.to_dict(cfg))
+    assert summary["command"] == ("connectx-az train RUN --preset smoke --workers 0 --total-time 12s "
+                                  "--set selfplay.num_games=4 --set eval_positions=0")
+    assert summary["total_time"] == "12s"
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["total_time=-1"], "total_time must be >= 0"),
+    (["total_time=60", "train.lr_schedule_start=3"], "lr_schedule_start counts generations"),
+])
+def test_a_bad_total_time_is_a_config_error(overrides: list[str], message: str) -> None:
+    with pytest.raises(config.ConfigError, match=message):
+        config.make_config("smoke", overrides=overrides)

@@ -11,34 +11,55 @@ from connectx_az.cli import bars, common
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    common.require_positive(args, "--generations", "--threads", zero_allowed=("--keep-every",))
+    common.require_positive(args, "--generations", "--threads", zero_allowed=("--keep-every", "--workers"))
     common.require(args, "torch", "tqdm")
-    from connectx_az.training import config, runs, train
+    from connectx_az.training import config, devices, runs, train
 
     budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
+    total = [f"total_time={runs.parse_duration(args.total_time, 'total time')}"] if args.total_time is not None else []
     if args.resume:
-        cfg = config.override(config.load_config(args.resume), args.set) if args.set else None
+        if args.workers is not None:
+            raise common.UserError("--workers sizes a new run; a resumed run keeps the workers it started with "
+                                   "(they decide its games)")
+        settings = [*args.set, *total]
+        cfg = config.override(config.load_config(args.resume), settings) if settings else None
         if args.show_config:
             print(json.dumps(config.to_dict(cfg or config.load_config(args.resume)), indent=2))
             return 0
         ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
                          threads=args.threads, device=args.device, time_budget=budget, keep_every=args.keep_every)
     else:
-        cfg = config.make_config(args.preset, toml_path=args.config, overrides=args.set)
+        cfg = config.make_config(args.preset, toml_path=args.config, overrides=[*args.set, *total])
         if args.init_model and cfg.net == config.make_config(args.preset).net:
             warm = train.warm_start_config(cfg, args.init_model)
             if warm.net != cfg.net:
                 print(f"warm start: the {warm.net.label} network of {args.init_model} (set net.* for another of "
                       "the same filters)")
             cfg = warm
+        machine = devices.detect(devices.resolve_device(args.device or cfg.device))
+        cfg = config.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
+                           keep=_user_keys(args) & set(config.SIZED_KEYS))
         if args.show_config:
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
+        print(devices.describe(cfg, machine))
         ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
                          progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget,
                          keep_every=args.keep_every)
     print(f"checkpoint: {ckpt}")
     return 0
+
+
+def _user_keys(args: argparse.Namespace) -> set[str]:
+    """The dotted keys the user set with ``--set`` or in the ``--config`` file."""
+    import tomllib
+
+    from connectx_az.training import config
+
+    keys = {item.partition("=")[0].strip() for item in args.set}
+    if args.config:
+        keys |= set(config.leaf_keys(tomllib.loads(Path(args.config).read_text())))
+    return keys
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -148,12 +169,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "--set net.* or --config chooses a network (then the same filters: changed heads start afresh, "
                    "extra blocks start as identities, e.g. --set net.num_blocks=6 to deepen a 4x64 net)")
     p.add_argument("--generations", type=int, help="stop after this many generations (resumable)")
+    p.add_argument("--total-time", metavar="DURATION",
+                   help="train for this long in all, across resumes (e.g. 3h, 90m, 20h as two sessions each with "
+                        "its own --time-budget): the learning rate falls with the share of it spent, and the run "
+                        "ends before a generation that would not finish inside it (default: the preset's "
+                        "generations); with --resume it changes the run's total")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="self-play worker processes of a new run (default: one a core found, none on one core; "
+                        "0 plays in the training process); the games a generation follow from it")
     p.add_argument("--time-budget", metavar="DURATION",
                    help="stop cleanly between generations before this much time has passed (resumable): "
                         "seconds, or e.g. 90s, 45m, 11.5h, 2h30m")
     p.add_argument("--show-config", action="store_true",
                    help="print the settings the run would use, then exit without training")
-    p.add_argument("--threads", type=int, help="torch threads for this call (not saved; e.g. when resuming)")
+    p.add_argument("--threads", type=int, help="cores to use: a new run is sized for this many (default: all the "
+                   "cores found); with --resume, torch threads for this call (not saved)")
     p.add_argument("--device", help="cpu, cuda, ... for this call (not saved; e.g. resuming on a GPU)")
     p.add_argument("--keep-every", type=int, default=None, metavar="N",
                    help="also keep the checkpoint after every N-th generation and the last, as "

@@ -1,4 +1,5 @@
-"""Where training runs: the torch device for a config's ``device``, with the GPUs a torch build can drive.
+"""Where training runs: the torch device for a config's ``device``, with the GPUs a torch build can drive, and the
+machine a new run is sized for (``Machine``; ``config.sized`` holds the rule).
 
 Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100, compute
 capability 6.0), while ``torch.cuda.is_available()`` stays True there and the first kernel fails:
@@ -8,11 +9,13 @@ capability 6.0), while ``torch.cuda.is_available()`` stays True there and the fi
 from __future__ import annotations
 
 import logging
+import os
 import re
+from dataclasses import dataclass
 
 import torch
 
-from connectx_az.training.config import ConfigError
+from connectx_az.training.config import ConfigError, RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +90,39 @@ def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
                              (not suffix and capability[0] == major and capability[1] >= minor)):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a new run is sized for: the CPU cores this process may use, and the GPU's name ("" for none)."""
+
+    cores: int
+    gpu: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.cores} core{'s' * (self.cores != 1)}, " + (f"GPU {self.gpu}" if self.gpu else "no GPU")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a ``taskset`` or a container's CPU set counts), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def detect(device: torch.device) -> Machine:
+    """This machine, for a run on ``device`` (``resolve_device``)."""
+    gpu = torch.cuda.get_device_name(device.index or 0) if device.type == "cuda" else ""
+    return Machine(cores=available_cores(), gpu=gpu)
+
+
+def describe(config: RunConfig, machine: Machine) -> str:
+    """One line: the machine and the sizes ``config`` trains with there (``config.sized``)."""
+    sp = config.selfplay
+    where = f"{sp.num_workers} self-play worker{'s' * (sp.num_workers != 1)}" if sp.num_workers > 0 else \
+        "self-play in the training process"
+    return (f"machine: {machine.label}; {where} x {sp.num_parallel_games} games in flight, {sp.num_games} games "
+            f"and {config.train.steps_per_generation} training steps a generation, {config.threads} torch "
+            f"thread{'s' * (config.threads != 1)}")

@@ -48,16 +48,16 @@ _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
 _DURATION = re.compile(rf"{_NUMBER}|(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*m)?\s*(?:{_NUMBER}\s*s)?")
 
 
-def parse_duration(text: str | float) -> float:
+def parse_duration(text: str | float, what: str = "time budget") -> float:
     """Seconds in ``text``: a number of seconds, or with units: ``"90s"``, ``"45m"``, ``"11.5h"``, ``"2h30m"``.
 
-    Raises ``ConfigError`` unless it is a positive duration.
+    Raises ``ConfigError``, naming the setting as ``what``, unless it is a positive duration.
     """
     match = _DURATION.fullmatch(str(text).lower().strip())
     seconds = sum(float(n or 0) * unit for n, unit in zip(match.groups(), (1, 3600, 60, 1), strict=True)) \
         if match else 0.0
     if seconds <= 0:
-        raise ConfigError(f"time budget {text!r} is not a positive duration; write seconds or a number with "
+        raise ConfigError(f"{what} {text!r} is not a positive duration; write seconds or a number with "
                           "a unit, e.g. 90s, 45m, 11.5h or 2h30m")
     return seconds
 

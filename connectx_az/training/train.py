@@ -9,8 +9,11 @@ checkpoint on resume), so no generation is lost or counted twice.  Every
 generation's randomness is seeded from ``(seed, generation)``, so a resumed
 run on CPU makes the same games as an uninterrupted one.
 
-A ``time_budget`` stops the loop between generations, before a generation that
-would not finish inside it (judged by the last generation's duration), so a
+A run of ``RunConfig.total_time`` seconds (``train --total-time``) runs on time, not on a
+count: its learning rate follows the fraction of that time its generations have
+spent (summed over the metrics, so it counts across resumes), and it ends
+before a generation that would not finish inside it, judged by the last
+generation's duration.  A ``time_budget`` stops one call the same way, so a
 notebook session that ends at a known hour leaves a resumable run.
 """
 
@@ -31,7 +34,7 @@ from tqdm.auto import tqdm
 
 from connectx_az import files
 from connectx_az.training import devices, replay, runs, workers
-from connectx_az.training.config import ConfigError, RunConfig, train_command
+from connectx_az.training.config import ConfigError, RunConfig, format_hours, train_command
 from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
@@ -209,6 +212,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     ``time_budget`` (seconds from the first generation's start) stops the loop
     cleanly before a generation that would end after it, with a logged line saying
     where it stopped and how to resume; ``clock`` measures it (tests pass a fake).
+    A timed run (``config.total_time`` > 0) ends once its time is spent (see the module docstring), and a
+    resumed one that has spent it returns at once.
     ``keep_every`` N > 0 also keeps the checkpoint after every N-th generation and after the run's last, as
     ``snapshots/gen_NNNN.pt`` (NNNN generations done; ``runs.snapshot_path``), for grading along the way;
     it is saved in the checkpoint, so None (the default) goes on as the run was started (0 for a new run)
@@ -240,33 +245,57 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     generation, saved_keep_every = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
     keep_every = saved_keep_every if keep_every is None else keep_every
     tb = _tensorboard(run_dir)
-    stop = config.num_generations if num_generations is None else min(config.num_generations,
-                                                                        generation + num_generations)
+    timed = config.total_time > 0
+    last = None if timed else config.num_generations  # a timed run ends when its time is spent
+    stop = last if num_generations is None else generation + num_generations if last is None \
+        else min(last, generation + num_generations)
     evaluator = TorchEvaluator(net, device, config.precision)
-    # A generation's expected duration: the last one's, from this call or the run's metrics.
+    # A generation's expected duration: the last one's, from this call or the run's metrics; the run's time spent:
+    # its generations' (``run_seconds``: a timed run's clock, which counts across resumes and not between them).
     previous = [r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation]
-    expected = float(previous[-1].get("seconds", 0.0)) if previous else 0.0
+    clocked = [0.0, *(float(r["run_seconds"]) for r in previous if "run_seconds" in r)]
+    expected = clocked[-1] - clocked[-2] if len(clocked) > 1 else \
+        float(previous[-1].get("seconds", 0.0)) if previous else 0.0
+    spent = clocked[-1]
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
-    while generation < stop:
+    while stop is None or generation < stop:
+        if timed and spent + expected > config.total_time:
+            log.info("the run's total time is spent: %d generations in %s of %s (the next would take about %s)",
+                     generation, runs.format_duration(spent), runs.format_duration(config.total_time),
+                     runs.format_duration(expected))
+            if keep_every and not runs.snapshot_path(run_dir, generation).exists():
+                files.atomic_write_bytes(runs.snapshot_path(run_dir, generation), ckpt_path.read_bytes())
+            break
         if time_budget is not None and (used := clock() - started) + expected > time_budget:
-            log.warning("time budget: stopped before generation %d of %d (%s of %s used, a generation takes about "
+            of = "" if timed else f" of {config.num_generations}"
+            log.warning("time budget: stopped before generation %d%s (%s of %s used, a generation takes about "
                         "%s); the run is saved, resume with: connectx-az train --resume %s",
-                        generation, config.num_generations, runs.format_duration(used),
+                        generation, of, runs.format_duration(used),
                         runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
             break
-        row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress)
-        expected = row["seconds"]
+        # The fraction of the run spent when this generation ends (judged by the last one's duration).
+        fraction = (spent + expected) / config.total_time if timed else None
+        begun = clock()
+        row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress,
+                          fraction=fraction)
+        expected = clock() - begun
+        spent += expected
+        row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
         runs.append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
                         config=json.loads(json.dumps(asdict(config))), keep_every=keep_every)
-        if keep_every and (generation % keep_every == 0 or generation == config.num_generations):
+        if keep_every and (generation % keep_every == 0 or generation == last):
             files.atomic_write_bytes(runs.snapshot_path(run_dir, generation), ckpt_path.read_bytes())
         if tb is not None:
             for key, value in row.items():
                 if isinstance(value, (int, float)):
                     tb.add_scalar(key, value, generation)
         log.info("generation %d: %s", generation - 1, {k: row[k] for k in ("policy_loss", "value_loss", "seconds")})
+        if timed and generation == 1:
+            log.info("about %d generations in the total time of %s, at %s a generation",
+                     expected_generations(config.total_time, expected), runs.format_duration(config.total_time),
+                     runs.format_duration(expected))
         if on_generation is not None:
             on_generation(row)
     if tb is not None:
@@ -276,8 +305,11 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
 
 def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyValueNet,
                 optimizer: torch.optim.Optimizer, evaluator: TorchEvaluator, device: torch.device,
-                solved: replay.ReplayData | None, progress: bool) -> dict[str, Any]:
+                solved: replay.ReplayData | None, progress: bool, *, fraction: float | None = None) -> dict[str, Any]:
     """One generation's work: self-play, its shard, the training steps and the Pons grade; its metrics row.
+
+    ``fraction``: the share of a timed run's total time spent when this generation ends, which sets its learning
+    rate; None for a run of ``num_generations``.
 
     Its randomness is seeded from ``(config.seed, generation)``, so a resumed run makes the same games.
     """
@@ -295,7 +327,8 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
                               value_mix=config.train.value_mix)
     held_out = _held_out_row(net, run_dir, generation, config, device)
-    lr = config.train.lr_at(generation, config.num_generations)
+    lr = config.train.lr_at(generation, config.num_generations) if fraction is None \
+        else config.train.lr_at_fraction(fraction)
     for group in optimizer.param_groups:
         group["lr"] = lr
     t1 = time.perf_counter()
@@ -321,6 +354,11 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     row.update(_evaluate(evaluator, config))
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
+
+
+def expected_generations(total_time: float, generation_seconds: float) -> int:
+    """How many generations of ``generation_seconds`` a run of ``total_time`` seconds makes (at least one)."""
+    return max(1, int(total_time // max(generation_seconds, 1e-9)))
 
 
 def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
@@ -367,4 +405,6 @@ def summarize(rows: list[dict[str, Any]], config: dict[str, Any] | None) -> dict
     if config:
         summary["simulations"] = config["mcts"]["num_simulations"]
         summary["command"] = train_command(config)
+        if config.get("total_time"):
+            summary["total_time"] = format_hours(config["total_time"])
     return summary
