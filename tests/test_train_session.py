@@ -186,6 +186,10 @@ def test_a_timed_run_anneals_on_its_clock_ends_inside_its_time_and_resumes_to_th
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["run_seconds"] for r in rows][6:] == [35.0, 40.0, 45.0, 50.0]
     assert config.load_config(run_dir).total_time == 50
+    # turned into a run of fewer generations than it has done, it is refused, its config untouched
+    with pytest.raises(config.ConfigError, match="has done 10 generations already; num_generations=3 would end it"):
+        train.run(run_dir, config.override(cfg, ["total_time=0"]), resume=True, progress=False)
+    assert config.load_config(run_dir).total_time == 50
 
 
 def test_a_timed_run_keeps_its_last_checkpoint_and_its_card_names_the_total_time(tmp_path: Path) -> None:
@@ -206,3 +210,35 @@ def test_a_timed_run_keeps_its_last_checkpoint_and_its_card_names_the_total_time
 def test_a_bad_total_time_is_a_config_error(overrides: list[str], message: str) -> None:
     with pytest.raises(config.ConfigError, match=message):
         config.make_config("smoke", overrides=overrides)
+
+
+def test_train_cli_sizes_the_run_prints_a_line_a_generation_and_says_what_comes_next(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cli = [sys.executable, "-m", "connectx_az.cli", "train"]
+    run_dir = tmp_path / "run"
+    settings = [a for s in ("selfplay.num_games=4", "eval_positions=0") for a in ("--set", s)]
+    done = subprocess.run([*cli, str(run_dir), "--preset", "smoke", "--quiet", "--workers", "0", "--total-time", "4s",
+                           *settings], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("machine: ") and "self-play in the training process, 4 games in flight" in lines[0]
+    generations = [line for line in lines if line.startswith("generation ")]
+    assert generations and generations[0].startswith("generation 1 (") and "% of 4 s): " in generations[0]
+    assert lines[-1].startswith(f"the run is complete: {len(generations)} generations in ")
+    assert lines[-1].endswith(f"next: connectx-az export {run_dir} --out build/model.onnx, then connectx-az build "
+                              "--model build/model.onnx")
+    assert config.load_config(run_dir).total_time == 4.0
+    # a run ends inside its time plus at most one generation: its last generation began inside it
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert (rows[-2]["run_seconds"] if len(rows) > 1 else 0.0) <= 4
+
+    again = subprocess.run([*cli, "--resume", str(run_dir), "--quiet"], env=env, cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout.splitlines() == [lines[-1]], again.stderr
+    for wrong, message in [(["--preset", "cpu"], "--preset, --config and --init-model choose a new run's settings"),
+                           ([str(tmp_path / "other")], "give the run's folder once"),
+                           (["--workers", "2"], "--workers sizes a new run")]:
+        refused = subprocess.run([*cli, "--resume", str(run_dir), *wrong], env=env, cwd=ROOT, capture_output=True,
+                                 text=True, timeout=300)
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+        assert message in refused.stderr

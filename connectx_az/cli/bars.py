@@ -63,3 +63,13 @@ def progress_bar(total: int, unit: str, desc: str | None = None) -> Any:
     except ImportError:
         return LineBar(total, unit, desc or unit)
     return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=desc or unit, leave=False)
+
+
+def write(line: str) -> None:
+    """Print ``line`` on stdout above any tqdm bar that is showing (plainly where tqdm is not installed)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        print(line, flush=True)
+        return
+    tqdm.write(line)

@@ -6,8 +6,12 @@ import argparse
 import json
 import multiprocessing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connectx_az.cli import bars, common
+
+if TYPE_CHECKING:
+    from connectx_az.training.config import RunConfig
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -18,6 +22,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
     total = [f"total_time={runs.parse_duration(args.total_time, 'total time')}"] if args.total_time is not None else []
     if args.resume:
+        if args.run_dir is not None and Path(args.run_dir) != Path(args.resume):
+            raise common.UserError(f"give the run's folder once: --resume {args.resume} continues that run, and "
+                                   f"{args.run_dir} names another")
+        if args.preset is not None or args.config or args.init_model:
+            raise common.UserError("--preset, --config and --init-model choose a new run's settings; a resumed run "
+                                   "keeps its own (change one with --set KEY=VALUE)")
         if args.workers is not None:
             raise common.UserError("--workers sizes a new run; a resumed run keeps the workers it started with "
                                    "(they decide its games)")
@@ -26,11 +36,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.show_config:
             print(json.dumps(config.to_dict(cfg or config.load_config(args.resume)), indent=2))
             return 0
-        ckpt = train.run(args.resume, cfg, resume=True, num_generations=args.generations, progress=not args.quiet,
-                         threads=args.threads, device=args.device, time_budget=budget, keep_every=args.keep_every)
+        run_dir = Path(args.resume)
+        call = dict(resume=True)
     else:
-        cfg = config.make_config(args.preset, toml_path=args.config, overrides=[*args.set, *total])
-        if args.init_model and cfg.net == config.make_config(args.preset).net:
+        preset = args.preset or "cpu"
+        cfg = config.make_config(preset, toml_path=args.config, overrides=[*args.set, *total])
+        if args.init_model and cfg.net == config.make_config(preset).net:
             warm = train.warm_start_config(cfg, args.init_model)
             if warm.net != cfg.net:
                 print(f"warm start: the {warm.net.label} network of {args.init_model} (set net.* for another of "
@@ -43,11 +54,26 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
         print(devices.describe(cfg, machine))
-        ckpt = train.run(args.run_dir, cfg, init_model=args.init_model, num_generations=args.generations,
-                         progress=not args.quiet, threads=args.threads, device=args.device, time_budget=budget,
-                         keep_every=args.keep_every)
-    print(f"checkpoint: {ckpt}")
+        run_dir = Path(args.run_dir or "runs/latest")
+        call = dict(init_model=args.init_model)
+    shown = _run_config(run_dir, cfg)
+    try:
+        train.run(run_dir, cfg, num_generations=args.generations, progress=not args.quiet, threads=args.threads,
+                  device=args.device, time_budget=budget, keep_every=args.keep_every,
+                  on_generation=lambda row: bars.write(runs.generation_line(row, shown)), **call)
+    except KeyboardInterrupt:
+        if (run_dir / "config.json").is_file():
+            print(f"interrupted: {runs.status_line(run_dir)}")
+        return 130
+    print(runs.status_line(run_dir))
     return 0
+
+
+def _run_config(run_dir: Path, cfg: RunConfig | None) -> RunConfig:
+    """The config the run in ``run_dir`` trains with: ``cfg`` where given, else the saved one."""
+    from connectx_az.training import config
+
+    return cfg if cfg is not None else config.load_config(run_dir)
 
 
 def _user_keys(args: argparse.Namespace) -> set[str]:
@@ -158,8 +184,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to ``sub``."""
     p = sub.add_parser("train", help="train by self-play (new run, or --resume)")
-    p.add_argument("run_dir", nargs="?", default="runs/latest", help="folder of the run (default runs/latest)")
-    p.add_argument("--preset", default="cpu", help="smoke, cpu or gpu (default cpu)")
+    p.add_argument("run_dir", nargs="?", help="folder of a new run (default runs/latest)")
+    p.add_argument("--preset", help="smoke, cpu or gpu (default cpu)")
     p.add_argument("--config", help="TOML file of settings applied over the preset")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. mcts.num_simulations=400 (repeatable); with --resume it "

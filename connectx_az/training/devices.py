@@ -121,8 +121,8 @@ def detect(device: torch.device) -> Machine:
 def describe(config: RunConfig, machine: Machine) -> str:
     """One line: the machine and the sizes ``config`` trains with there (``config.sized``)."""
     sp = config.selfplay
-    where = f"{sp.num_workers} self-play worker{'s' * (sp.num_workers != 1)}" if sp.num_workers > 0 else \
-        "self-play in the training process"
-    return (f"machine: {machine.label}; {where} x {sp.num_parallel_games} games in flight, {sp.num_games} games "
+    where = f"{sp.num_workers} self-play worker{'s' * (sp.num_workers != 1)} x {sp.num_parallel_games}" \
+        if sp.num_workers > 0 else f"self-play in the training process, {sp.num_parallel_games}"
+    return (f"machine: {machine.label}; {where} games in flight, {sp.num_games} games "
             f"and {config.train.steps_per_generation} training steps a generation, {config.threads} torch "
             f"thread{'s' * (config.threads != 1)}")

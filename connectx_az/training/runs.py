@@ -246,3 +246,44 @@ def restore(run_dir: Path, net: PolicyValueNet, optimizer: Any, *, resume: bool,
         log.info("warm start from %s%s", init_model, f" (new weights for {', '.join(fresh)})" if fresh else "")
     trim_metrics(run_dir, generation)
     return generation, keep_every
+
+
+def generation_line(row: dict[str, Any], config: RunConfig) -> str:
+    """One line for a finished generation's metrics ``row``: where the run stands, its time and losses."""
+    done = row["generation"] + 1
+    if config.total_time:
+        where = f"({row.get('run_seconds', 0) / config.total_time:.0%} of {format_duration(config.total_time)})"
+    else:
+        where = f"of {config.num_generations}"
+    return (f"generation {done} {where}: {row['seconds']:.0f} s (self-play {row['selfplay_seconds']:.0f} s, "
+            f"training {row['train_seconds']:.0f} s), loss policy {row['policy_loss']:.3f} value "
+            f"{row['value_loss']:.3f}, lr {row['lr']:.2g}")
+
+
+def is_complete(run_dir: str | Path, config: RunConfig, next_generation: int) -> bool:
+    """Whether the run has done all it was set to: its generations, or (timed) its total time."""
+    if not config.total_time:
+        return next_generation >= config.num_generations
+    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < next_generation and "run_seconds" in r]
+    if not rows:
+        return False
+    spent = float(rows[-1]["run_seconds"])
+    last = spent - float(rows[-2]["run_seconds"]) if len(rows) > 1 else spent
+    return spent + last > config.total_time
+
+
+def status_line(run_dir: str | Path) -> str:
+    """Where the run in ``run_dir`` stands, and the next command: the export once it is complete, else the resume."""
+    run_dir = Path(run_dir)
+    config = load_config(run_dir)
+    generation = check_run(run_dir)
+    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < generation]
+    spent = format_duration(float(rows[-1].get("run_seconds", 0.0)) if rows and config.total_time
+                            else sum(float(r.get("seconds", 0.0)) for r in rows))
+    if is_complete(run_dir, config, generation):
+        return (f"the run is complete: {generation} generations in {spent}; next: connectx-az export {run_dir} "
+                "--out build/model.onnx, then connectx-az build --model build/model.onnx")
+    target = f"{spent} of {format_duration(config.total_time)}" if config.total_time else \
+        f"of {config.num_generations}, {spent}"
+    return f"the run is saved after {generation} generations ({target}); resume with: connectx-az train --resume " \
+        f"{run_dir}"

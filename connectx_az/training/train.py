@@ -236,6 +236,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             raise ConfigError(f"train.solved_labels: {exc}") from exc
         log.info("%d proven positions from %s, %d a batch", len(solved), config.train.solved_labels,
                  config.train.solved_per_batch)
+    if resume and changed and not config.total_time and config.num_generations < runs.check_run(run_dir):
+        raise ConfigError(f"{run_dir} has done {runs.check_run(run_dir)} generations already; num_generations="
+                          f"{config.num_generations} would end it before them (--generations N stops one call early)")
     runs.write_config(run_dir, config, resume=resume, changed=changed)
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
