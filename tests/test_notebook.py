@@ -206,3 +206,28 @@ def test_the_install_cell_prefers_an_attached_wheel_then_the_clone_then_the_pip_
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"")
     assert package_source(spec, inputs, REPO / "notebooks") == ("wheel", wheel)
+
+
+def test_notebook_times_a_new_run_by_train_time_and_sizes_it_to_the_machine(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    work = tmp_path / "work"
+    work.mkdir()
+    nb = _with_parameters(nbformat.read(NOTEBOOK, as_version=4), {
+        "PRESET": "smoke", "RUN_DIR": str(work / "run"), "OUT_DIR": str(work / "out"), "TRAIN_TIME": "3s",
+        "VALIDATE_GAMES": 0, "COMPARE": None, "KAGGLE_INPUT": str(tmp_path / "no-input"),
+        "OVERRIDES": ["selfplay.num_games=4", "selfplay.num_parallel_games=4", "eval_positions=0"]})
+    client = nbclient.NotebookClient(nb, km=_kernel_manager(tmp_path), timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(work)}})
+    client.execute()
+    text = _outputs(nb)[0]
+    assert "machine: " in text and "games in flight, 4 games" in text  # the user's games kept, the rest sized
+    assert "3 s of training in all" in text
+    rows = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert f"generation {len(rows)} done (" in text and "generations expected in all" in text
+    assert f"the run is complete: {len(rows)} generations" in text
+    assert (rows[-2]["run_seconds"] if len(rows) > 1 else 0.0) <= 3  # the last generation began inside the time
+    assert json.loads((work / "run" / "config.json").read_text())["total_time"] == 3.0
+    assert (work / "out" / "submission.py").is_file()
