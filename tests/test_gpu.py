@@ -60,6 +60,9 @@ def test_a_generation_trains_on_the_gpu_and_its_checkpoint_exports_on_the_cpu(tm
     ckpt = train.run(tmp_path / "run", cfg, progress=False)
     rows = runs.read_metrics(tmp_path / "run")
     assert [r["generation"] for r in rows] == [0] and rows[0]["device"].startswith("cuda")
+    # auto on a GPU is the faster of float32 and the GPU's lower precision, timed at self-play's batch
+    low = str(network.autocast_dtype("cuda", "auto")).removeprefix("torch.")
+    assert rows[0]["precision"] in {"float32", low}
     assert np.isfinite(rows[0]["policy_loss"]) and np.isfinite(rows[0]["value_loss"])
     net, data = network.load_checkpoint(ckpt)
     assert data["generation"] == 1 and next(net.parameters()).device.type == "cpu"

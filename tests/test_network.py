@@ -298,3 +298,13 @@ def test_a_warm_start_into_a_deeper_tower_computes_what_the_checkpoint_did(tmp_p
     with pytest.raises(network.CheckpointError, match="holds a 2x16"):
         network.load_into(network.PolicyValueNet(dataclasses.replace(shallow_config, num_blocks=1)), path,
                           warm_start=True)
+
+
+def test_the_fastest_precision_is_float32_or_the_one_auto_picks_and_float32_where_auto_has_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    net = network.PolicyValueNet(network.NetConfig(num_blocks=1, num_filters=8))
+    low = network.autocast_dtype("cpu", "auto")
+    expected = {"float32"} | ({str(low).removeprefix("torch.")} if low is not None else set())
+    assert network.fastest_precision(net, "cpu", 64, seconds=0.05) in expected
+    monkeypatch.setattr(network, "cpu_has_fast_bfloat16", lambda: False)
+    assert network.fastest_precision(net, "cpu", 64, seconds=0.05) == "float32"  # nothing to time against

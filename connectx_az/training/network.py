@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,32 @@ class TorchEvaluator:
         with torch.autocast(self.device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
             logits, value = net(x)
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+
+def fastest_precision(net: PolicyValueNet, device: str | torch.device, batch_size: int, *,
+                      seconds: float = 0.3) -> str:
+    """The inference precision that evaluates batches of ``batch_size`` fastest on ``device``: float32, or the
+    lower precision ``autocast_dtype(device, "auto")`` picks there (bfloat16 or float16), timed for about
+    ``seconds`` each.  For a network this small a GPU's forward pass costs per call, nearly flat in the batch,
+    so the casts can cost more than they save (docs/results.md, "Self-play sized to the machine"); capability
+    alone does not tell."""
+    low = autocast_dtype(device, "auto")
+    candidates = ["float32"] + ([str(low).removeprefix("torch.")] if low is not None else [])
+    if len(candidates) == 1:
+        return "float32"
+    obs = np.zeros((batch_size, 2, 6, 7), np.uint8)
+
+    def rate(precision: str) -> float:
+        evaluator = TorchEvaluator(net, device, precision)
+        for _ in range(2):  # warm-up: kernels chosen, the folded network built
+            evaluator.evaluate(obs)
+        calls, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds or calls < 3:
+            evaluator.evaluate(obs)
+            calls += 1
+        return calls / elapsed
+
+    return max(candidates, key=rate)
 
 
 def save_checkpoint(path: str | Path, net: PolicyValueNet, **extra: Any) -> None:

@@ -38,6 +38,7 @@ from connectx_az.training.config import ConfigError, RunConfig, format_hours, tr
 from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
+    fastest_precision,
     load_checkpoint,
     place,
     save_checkpoint,
@@ -252,7 +253,12 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     last = None if timed else config.num_generations  # a timed run ends when its time is spent
     stop = last if num_generations is None else generation + num_generations if last is None \
         else min(last, generation + num_generations)
-    evaluator = TorchEvaluator(net, device, config.precision)
+    precision = config.precision
+    if precision == "auto" and device.type == "cuda":  # a GPU's: the faster on this network at self-play's batch
+        precision = fastest_precision(net, device, inference_batch(config))
+        log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
+                 inference_batch(config))
+    evaluator = TorchEvaluator(net, device, precision)
     # A generation's expected duration: the last one's, from this call or the run's metrics; the run's time spent:
     # its generations' (``run_seconds``: a timed run's clock, which counts across resumes and not between them).
     previous = [r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation]
@@ -352,11 +358,18 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
         "train_seconds": round(t_train, 2),
         "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
         "device": str(device),
+        "precision": str(evaluator.dtype or "float32").removeprefix("torch."),
         "threads": torch.get_num_threads(),
     }
     row.update(_evaluate(evaluator, config))
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
+
+
+def inference_batch(config: RunConfig) -> int:
+    """The batch self-play sends the network: one worker group's games in flight (``workers``), or this process's."""
+    num_workers = workers.resolve_num_workers(config.selfplay.num_workers)
+    return config.selfplay.num_parallel_games * max(1, (num_workers + 1) // 2)
 
 
 def expected_generations(total_time: float, generation_seconds: float) -> int:
