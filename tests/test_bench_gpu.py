@@ -12,9 +12,10 @@ pytest.importorskip("torch")
 from connectx_az.cli import main as cli_main  # noqa: E402
 from connectx_az.tools import bench_gpu  # noqa: E402
 from connectx_az.training import network  # noqa: E402
+from connectx_az.training.devices import available_cores  # noqa: E402
 
 CPU_FORM = bench_gpu.CheckConfig(preset="smoke", device="cpu", budget=180.0, generations=2, seconds=0.2,
-                                 workers=(0, 2), num_moves=1, act_timeout=0.2)
+                                 workers=(0, 2), num_moves=1, act_timeout=0.2, core_counts=(2, 1, 999))
 
 
 def test_every_step_runs_on_the_cpu_with_the_smoke_preset(tmp_path) -> None:
@@ -29,10 +30,14 @@ def test_every_step_runs_on_the_cpu_with_the_smoke_preset(tmp_path) -> None:
     auto = "bfloat16" if network.cpu_has_fast_bfloat16() else "float32"
     assert steps["device"]["device"] == "cpu" and steps["device"]["auto_precision"] == auto
     assert "passed" in steps["tests"]["summary"] and "failed" not in steps["tests"]["summary"]
+    assert steps["device"]["chosen_precision"] == auto  # timed on a GPU only
     rows = steps["throughput"]["rows"]
-    assert [r["evaluator"] for r in rows] == ["free"] + ["network"] * 6
-    assert [(r["precision"], r["workers"]) for r in rows[1:]] == [
+    assert [r["evaluator"] for r in rows] == ["free"] + ["network"] * 8
+    assert [(r["precision"], r["workers"]) for r in rows[1:7]] == [
         (p, w) for w in (0, 2) for p in sorted(bench_gpu.PRECISIONS, key=lambda p: p != auto)]  # auto's first
+    # then self-play as a run sized for 2 cores and for 1 plays it, pinned to them; past the machine's, skipped
+    assert [(r["cores"], r["workers"], r["precision"]) for r in rows[7:]] == [(2, 2, auto), (1, 0, auto)]
+    assert steps["throughput"]["skipped_rows"] == [f"sized for 999 cores (this machine has {available_cores()})"]
     assert all(r["selfplay_evals_per_s"] > 0 and r["positions_per_s"] > 0 for r in rows[1:])
     assert rows[0]["tree_evals_per_s_per_core"] > 0
     assert set(steps["throughput"]["forward"]["seconds"]) == {str(b) for b in bench_gpu.FORWARD_BATCHES}
@@ -107,6 +112,15 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
     assert uncached["bound"] == "network"
     network_seconds = 1_600_000 / uncached["network_evals_per_s"]
     assert uncached["hours_at_best"] == round((network_seconds + train + rest) * 100 / 3600, 2)
+    # sized for the T4 box (256 in flight a worker) and with self-play measured here on 4 cores, pinned: the
+    # network is called with 512 positions, and the tree work runs at the measured rate
+    measured = {**figures, "rows": [*figures["rows"], {"cores": 4, "selfplay_evals_per_s": 50_000.0}]}
+    t4 = bench_gpu.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=measured,
+                           device_name="NVIDIA H100 80GB HBM3", t4_parallel_games=256)["t4"]
+    network_rate = 512 / (1e-3 + 512e-6 * 989 / 65)
+    assert t4["network_evals_per_s"] == round(network_rate) and t4["tree_rate_measured_on_4_cores"]
+    likely = max(1_600_000 / network_rate, 1_600_000 / 50_000) + train + rest
+    assert t4["hours"] == round(likely * 100 / 3600, 2) and t4["generations_in_11h"] == int(11 * 3600 // likely)
     cpu = bench_gpu.project(rows, num_generations=100, num_parallel_games=64, num_workers=2, figures=figures,
                             device_name="cpu")
     assert cpu["hours_here"] == p["hours_here"] and "unknown" in cpu["t4"]

@@ -8,10 +8,13 @@ Steps, in order (``STEPS``):
 ``tests``        the tests that touch CUDA (``tests/test_gpu.py``, skipped without a GPU, and the device and
                  precision rules of ``tests/test_network.py``), in a child pytest, when the source tree is here.
 ``throughput``   self-play of the preset (``bench_selfplay.bench_selfplay``, one wave of games) per precision, in this
-                 process and with worker processes; the tree work's own rate per core (the free evaluator); the
-                 network's forward time at two batch sizes (what the T4 projection scales).
-``generations``  a fresh run of the preset for a few generations (``train.run``): self-play and training seconds
-                 a generation, and the preset's whole run projected from them, here and on a T4 (``project``).
+                 process and with worker processes; then sized (``config.sized``) for 4 and 2 cores, as on Kaggle's
+                 T4 box and on Colab, with the process pinned to that many cores (as ``taskset`` does) and the
+                 precision a run would choose (``network.fastest_precision``); the tree work's own rate per core
+                 (the free evaluator); the network's forward time at two batch sizes (what the T4 projection scales).
+``generations``  a fresh run of the preset sized for this machine, for a few generations (``train.run``): self-play
+                 and training seconds a generation, and the preset's whole run projected from them, here and on a
+                 T4 (``project``).
 ``submission``   the run exported to ONNX, built into a ``submission.py`` with the shipped book, and a few
                  full-budget moves played by a file of it in a fresh interpreter as Kaggle runs it
                  (``bench_agent.bench_submission``).
@@ -25,6 +28,7 @@ preset in ``make test`` (``tests/test_bench_gpu.py``): only the device and the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -57,6 +61,8 @@ PEAK_TFLOPS = {
 }
 #: the CPU cores of a Kaggle "GPU T4 x2" session, which do the tree work there
 KAGGLE_CORES = 4
+#: the CPU cores of a Colab GPU runtime
+COLAB_CORES = 2
 #: the batch sizes at which the network's forward time is measured, for the latency + per-position model
 FORWARD_BATCHES = (32, 512)
 
@@ -74,6 +80,8 @@ class CheckConfig:
     # self-play worker processes per throughput row (-1: one per core), in this order, each with every precision
     # (the device's auto precision first): the rows that do not fit the step's share of the budget are the last
     workers: tuple[int, ...] = (-1, 0)
+    # self-play rows sized for this many cores, the process pinned to them (those past the machine's are skipped)
+    core_counts: tuple[int, ...] = (KAGGLE_CORES, COLAB_CORES)
     num_moves: int = 3  # moves the built file plays
     act_timeout: float = 2.0  # the clock of those moves, Kaggle's by default
     tests: bool = True
@@ -138,6 +146,7 @@ class _Context:
     out_dir: Path
     left: float = 0.0
     auto_precision: str = "float32"
+    chosen_precision: str = "float32"  # what a run chooses here: the faster (``network.fastest_precision``)
     figures: dict[str, Any] | None = None
     run_dir: Path | None = None
 
@@ -177,6 +186,15 @@ def _device(ctx: _Context) -> dict[str, Any]:
         out.update(name=bench.cpu_name(), capability=None)
     dtype = network.autocast_dtype(device, "auto")
     out["auto_precision"] = ctx.auto_precision = str(dtype).removeprefix("torch.") if dtype is not None else "float32"
+    if device.type == "cuda":  # what train.run picks at a run's start, at the batch of the run sized for here
+        from connectx_az.training import config, train
+
+        sized = config.sized(config.make_config(ctx.config.preset), cores=devices.available_cores(), gpu=True)
+        net = network.PolicyValueNet(sized.net)
+        ctx.chosen_precision = network.fastest_precision(net, device, train.inference_batch(sized))
+    else:
+        ctx.chosen_precision = ctx.auto_precision
+    out["chosen_precision"] = ctx.chosen_precision
     return out
 
 
@@ -217,10 +235,9 @@ def _throughput(ctx: _Context) -> dict[str, Any]:
                                    evaluator=evaluator, device=cfg.device, precision=precision,
                                    checkpoint=_shipped_checkpoint(cfg.preset))
         last = time.monotonic() - t0
-        keep = ("evaluator", "precision", "workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s",
-                "tree_evals_per_s_per_core", "positions_per_s", "games_per_hour", "mean_leaf_depth")
-        rows.append({**{k: row[k] for k in keep if k in row}, "seconds": round(last, 1)})
+        rows.append({**{k: row[k] for k in _ROW_KEYS if k in row}, "seconds": round(last, 1)})
         log.info("  %s", rows[-1])
+    rows += _sized_rows(ctx, skipped, lambda: time.monotonic() - t_start + last > 0.4 * ctx.left)
     forward = _forward_times(cfg)
     out: dict[str, Any] = {"rows": rows, "forward": forward}
     if skipped:
@@ -228,6 +245,46 @@ def _throughput(ctx: _Context) -> dict[str, Any]:
         out["reason"] = f"out of time for {len(skipped)} rows"
     ctx.figures = {"rows": rows, "forward": forward}
     return out
+
+
+_ROW_KEYS = ("evaluator", "precision", "workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s",
+             "tree_evals_per_s_per_core", "positions_per_s", "games_per_hour", "mean_leaf_depth")
+
+
+def _sized_rows(ctx: _Context, skipped: list[str], out_of_time: Callable[[], bool]) -> list[dict[str, Any]]:
+    """Self-play as a run sized for each of ``core_counts`` cores plays it, pinned to that many cores."""
+    from connectx_az.training import config, devices
+
+    cfg = ctx.config
+    rows = []
+    gpu = devices.resolve_device(cfg.device).type == "cuda"
+    for cores in cfg.core_counts:
+        if cores > devices.available_cores() or out_of_time():
+            skipped.append(f"sized for {cores} cores" + (f" (this machine has {devices.available_cores()})"
+                                                         if cores > devices.available_cores() else ""))
+            continue
+        sized = config.sized(config.make_config(cfg.preset), cores=cores, gpu=gpu)
+        t0 = time.monotonic()
+        with _pinned(cores):  # the workers, spawned inside, inherit the pinning
+            row = bench_selfplay.bench_selfplay(
+                preset=cfg.preset, seconds=cfg.seconds, num_workers=sized.selfplay.num_workers,
+                overrides=(f"selfplay.num_parallel_games={sized.selfplay.num_parallel_games}", f"threads={cores}"),
+                device=cfg.device, precision=ctx.chosen_precision, checkpoint=_shipped_checkpoint(cfg.preset))
+        rows.append({**{k: row[k] for k in _ROW_KEYS if k in row}, "cores": cores,
+                     "seconds": round(time.monotonic() - t0, 1)})
+        log.info("  %s", rows[-1])
+    return rows
+
+
+@contextlib.contextmanager
+def _pinned(cores: int) -> Any:
+    """This process (and what it starts) on its first ``cores`` CPUs, as ``taskset`` would run it."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(before)[:cores])
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def _shipped_checkpoint(preset: str) -> Path | None:
@@ -270,7 +327,11 @@ def _generations(ctx: _Context) -> dict[str, Any]:
     from connectx_az.training import config, runs, train
 
     cfg = ctx.config
+    from connectx_az.training import devices
+
     run_config = config.make_config(cfg.preset, overrides=[f"device={cfg.device}"])
+    run_config = config.sized(run_config, cores=devices.available_cores(),
+                              gpu=devices.resolve_device(cfg.device).type == "cuda")
     ctx.run_dir = ctx.out_dir / "run"
     if (ctx.run_dir / "config.json").exists():
         shutil.rmtree(ctx.run_dir)  # an earlier check's run in the same folder
@@ -286,10 +347,12 @@ def _generations(ctx: _Context) -> dict[str, Any]:
     out: dict[str, Any] = {"rows": [{k: r[k] for k in keep if k in r} for r in rows]}
     if len(rows) < wanted:
         out["reason"] = f"{len(rows)} of {wanted} generations inside the budget"
+    t4 = config.sized(config.make_config(cfg.preset), cores=KAGGLE_CORES, gpu=True)
     out["projection"] = project(out["rows"], num_generations=run_config.num_generations,
                                 num_parallel_games=run_config.selfplay.num_parallel_games,
                                 num_workers=_workers(run_config.selfplay.num_workers),
-                                figures=ctx.figures, device_name=_device_name(cfg.device))
+                                figures=ctx.figures, device_name=_device_name(cfg.device),
+                                t4_parallel_games=t4.selfplay.num_parallel_games)
     return out
 
 
@@ -303,26 +366,29 @@ def _device_name(device: str) -> str:
 
 
 def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_games: int, num_workers: int,
-            figures: dict[str, Any] | None, device_name: str) -> dict[str, Any]:
+            figures: dict[str, Any] | None, device_name: str, t4_parallel_games: int | None = None) -> dict[str, Any]:
     """The preset's whole run projected from a few of its generations' ``rows``, here and on a T4.
 
     Here: the median generation's seconds (the first generation, which pays CUDA's and cuDNN's warm-up, is left
     out when there are others) times ``num_generations``.
 
-    On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each), each part of a
-    generation is scaled on its own:
+    On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each, the run sized for
+    them by ``config.sized``: ``t4_parallel_games`` in flight a worker), each part of a generation is scaled on
+    its own:
 
     - self-play is bounded by the slower of two, the network's work and the tree work (the network scores only
       the positions the searches' cache does not answer, ``num_network_evaluations``).  The network's rate: its
       forward time measured here at two batch sizes (``figures["forward"]``) fits
       ``t(B) = latency + B * per_position``; on the T4 the latency is kept (launching kernels is host work)
       and ``per_position`` grows by the ratio of the two GPUs' peak float16 tensor throughput
-      (``PEAK_TFLOPS``), at the batch the server sends (``num_parallel_games`` for each of half the workers).
-      The tree work's: its rate per core measured here with the free evaluator (``figures["rows"]``) times
-      the workers, at this machine's core speed.  The same bound computed for this machine
-      (``num_workers`` workers) against the self-play rate the generations measured gives the share of the
-      bound that self-play reaches here (``efficiency``: the server's pipes and turn-taking).  The T4's hours
-      are given at the bound (``hours_at_best``) and at this machine's share of it (``hours``);
+      (``PEAK_TFLOPS``), at the batch the server sends (the games in flight of half the workers).
+      The tree work's: where ``figures["rows"]`` has self-play sized for ``KAGGLE_CORES`` cores and pinned to
+      them (``cores``), that row's measured rate, pipes and turn-taking included (``hours`` then uses it, at
+      this machine's core speed); else its rate per core with the free evaluator times the workers, and the
+      same bound computed for this machine (``num_workers`` workers) against the self-play rate the
+      generations measured gives the share of the bound that self-play reaches here (``efficiency``).  The
+      T4's hours are given at the bound (``hours_at_best``) and at this machine's share of it, or at the
+      measured 4-core rate (``hours``);
     - training, float32, grows by the ratio of the two GPUs' peak float32 throughput, an upper bound where small
       steps are bound by latency rather than arithmetic;
     - the rest of a generation (replay loading, the held-out and Pons evaluations) is kept as measured here.
@@ -353,24 +419,32 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
     latency = max(t1 - b1 * per_position, 1e-6)
     tree_per_core = free[0]["tree_evals_per_s_per_core"]
 
-    def bound(workers: int, scale: float) -> tuple[float, float]:
-        batch = num_parallel_games * max(1, (workers + 1) // 2)
+    def bound(workers: int, scale: float, in_flight: int) -> tuple[float, float]:
+        batch = in_flight * max(1, (workers + 1) // 2)
         return batch / (latency + batch * per_position * scale), tree_per_core * max(1, workers)
 
-    def selfplay_bound(workers: int, scale: float) -> float:
+    def selfplay_bound(workers: int, scale: float, in_flight: int) -> float:
         """Self-play's seconds at the slower rate: the network scores only what the cache does not answer."""
-        network_rate, tree_rate = bound(workers, scale)
+        network_rate, tree_rate = bound(workers, scale, in_flight)
         return max(network_evaluations / network_rate, evaluations / tree_rate)
 
-    efficiency = min(1.0, selfplay_bound(num_workers, 1.0) / selfplay_seconds)
+    t4_in_flight = t4_parallel_games or num_parallel_games
+    efficiency = min(1.0, selfplay_bound(num_workers, 1.0, num_parallel_games) / selfplay_seconds)
     tensor_ratio, fp32_ratio = peaks[0] / PEAK_TFLOPS["T4"][0], peaks[1] / PEAK_TFLOPS["T4"][1]
-    network_rate, tree_rate = bound(KAGGLE_CORES, tensor_ratio)
+    network_rate, tree_rate = bound(KAGGLE_CORES, tensor_ratio, t4_in_flight)
     rest = max(gen_seconds - selfplay_seconds - train_seconds, 0.0)
     t4_train = train_seconds * fp32_ratio
-    best = selfplay_bound(KAGGLE_CORES, tensor_ratio) + t4_train + rest
-    likely = selfplay_bound(KAGGLE_CORES, tensor_ratio) / efficiency + t4_train + rest
+    t4_bound = selfplay_bound(KAGGLE_CORES, tensor_ratio, t4_in_flight)
+    best = t4_bound + t4_train + rest
+    measured = next((r for r in (figures or {}).get("rows", []) if r.get("cores") == KAGGLE_CORES), None)
+    if measured is not None:  # self-play sized for the T4 box's cores, pinned to them here: its rate, measured
+        tree_rate = measured["selfplay_evals_per_s"]
+        likely = max(network_evaluations / network_rate, evaluations / tree_rate) + t4_train + rest
+    else:
+        likely = t4_bound / efficiency + t4_train + rest
     out["t4"] = {
         "hours": round(likely * num_generations / 3600, 2), "generation_seconds": round(likely, 1),
+        "generations_in_11h": int(11 * 3600 // likely), "tree_rate_measured_on_4_cores": measured is not None,
         "hours_at_best": round(best * num_generations / 3600, 2), "efficiency": round(efficiency, 3),
         "train_seconds": round(t4_train, 1), "network_evals_per_s": round(network_rate),
         "tree_evals_per_s": round(tree_rate),
@@ -415,7 +489,8 @@ def format_result(record: dict[str, Any]) -> str:
             continue
         if name == "device":
             lines.append(f"    {step['name']} (capability {step['capability']}), torch {step['torch']}, CUDA "
-                         f"{step['cuda']}, {step['cpus']} CPUs; auto precision: {step['auto_precision']}")
+                         f"{step['cuda']}, {step['cpus']} CPUs; auto precision: {step['auto_precision']} by "
+                         f"capability, {step.get('chosen_precision', step['auto_precision'])} chosen by speed")
         elif name == "tests":
             lines.append(f"    {step['summary']}")
         elif name == "throughput":
@@ -424,7 +499,8 @@ def format_result(record: dict[str, Any]) -> str:
                     lines.append(f"    tree work alone, batch {row['batch']}: {row['tree_evals_per_s_per_core']:,.0f} "
                                  f"evaluations/s per core")
                 else:
-                    lines.append(f"    {row['precision']:<9} workers {row['workers']:>2}: "
+                    sized = f" (sized for {row['cores']} cores)" if "cores" in row else ""
+                    lines.append(f"    {row['precision']:<9} workers {row['workers']:>2}{sized}: "
                                  f"{row['positions_per_s']:,.1f} positions/s, {row['selfplay_evals_per_s']:,.0f} "
                                  f"evaluations/s (raw {row['raw_evals_per_s']:,.0f} at batch {row['raw_batch']})")
         elif name == "generations":
@@ -434,8 +510,11 @@ def format_result(record: dict[str, Any]) -> str:
             p = step["projection"]
             lines.append(f"    the preset's {p['num_generations']} generations: {p['hours_here']} hours here")
             t4 = p["t4"]
-            lines.append(f"    on a T4 (projected): {t4['hours']} hours at this machine's share of the bound "
-                         f"({t4['efficiency']:.0%}), {t4['hours_at_best']} at the bound ({t4['bound']})"
+            lines.append((f"    on a T4 (projected): {t4['generation_seconds']} s a generation, {t4['hours']} hours "
+                          + ("at the self-play rate measured here on 4 cores" if t4["tree_rate_measured_on_4_cores"]
+                             else f"at this machine's share of the bound ({t4['efficiency']:.0%})")
+                          + f", {t4['hours_at_best']} at the bound ({t4['bound']}); "
+                          f"{t4['generations_in_11h']} generations in 11 hours")
                          if isinstance(t4, dict) else f"    on a T4: {t4}")
         elif name == "submission":
             lines.append(f"    submission.py {step['submission_mb']} MB with {step['book_entries']:,} book entries"
