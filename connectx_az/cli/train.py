@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         machine = devices.detect(devices.resolve_device(args.device or cfg.device))
         cfg = config.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
                            keep=_user_keys(args) & set(config.SIZED_KEYS))
-        if args.show_config:
+        if args.show_config:  # the machine's line on stderr, so that stdout stays JSON
+            print(devices.describe(cfg, machine), file=sys.stderr)
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
         print(devices.describe(cfg, machine))

@@ -123,6 +123,6 @@ def describe(config: RunConfig, machine: Machine) -> str:
     sp = config.selfplay
     where = f"{sp.num_workers} self-play worker{'s' * (sp.num_workers != 1)} x {sp.num_parallel_games}" \
         if sp.num_workers > 0 else f"self-play in the training process, {sp.num_parallel_games}"
-    return (f"machine: {machine.label}; {where} games in flight, {sp.num_games} games "
+    return (f"machine: {machine.label}; {where} games in flight, {sp.num_games:,} games "
             f"and {config.train.steps_per_generation} training steps a generation, {config.threads} torch "
             f"thread{'s' * (config.threads != 1)}")
