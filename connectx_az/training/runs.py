@@ -260,16 +260,31 @@ def generation_line(row: dict[str, Any], config: RunConfig) -> str:
             f"{row['value_loss']:.3f}, lr {row['lr']:.2g}")
 
 
+def run_clock(rows: list[dict[str, Any]]) -> list[float]:
+    """The run's time at the end of each of its metrics ``rows``: their ``run_seconds`` (the clock a run keeps over
+    its generations, across resumes), or where a row predates it, the sum of the generations' ``seconds``."""
+    clock, ends = 0.0, []
+    for row in rows:
+        clock = float(row.get("run_seconds", clock + float(row.get("seconds", 0.0))))
+        ends.append(clock)
+    return ends
+
+
+def time_left(rows: list[dict[str, Any]], total_time: float) -> tuple[float, float, bool]:
+    """``(spent, expected, spent_all)`` of a timed run whose finished generations are ``rows``: the time its
+    generations took, the last one's (what the next is expected to take), and whether the next would end past
+    ``total_time``."""
+    ends = [0.0, *run_clock(rows)]
+    spent, expected = ends[-1], ends[-1] - ends[-2] if len(ends) > 1 else 0.0
+    return spent, expected, spent + expected > total_time
+
+
 def is_complete(run_dir: str | Path, config: RunConfig, next_generation: int) -> bool:
     """Whether the run has done all it was set to: its generations, or (timed) its total time."""
     if not config.total_time:
         return next_generation >= config.num_generations
-    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < next_generation and "run_seconds" in r]
-    if not rows:
-        return False
-    spent = float(rows[-1]["run_seconds"])
-    last = spent - float(rows[-2]["run_seconds"]) if len(rows) > 1 else spent
-    return spent + last > config.total_time
+    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < next_generation]
+    return time_left(rows, config.total_time)[2]
 
 
 def status_line(run_dir: str | Path) -> str:
@@ -278,8 +293,7 @@ def status_line(run_dir: str | Path) -> str:
     config = load_config(run_dir)
     generation = check_run(run_dir)
     rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < generation]
-    spent = format_duration(float(rows[-1].get("run_seconds", 0.0)) if rows and config.total_time
-                            else sum(float(r.get("seconds", 0.0)) for r in rows))
+    spent = format_duration(([0.0, *run_clock(rows)])[-1])
     if is_complete(run_dir, config, generation):
         return (f"the run is complete: {generation} generations in {spent}; next: connectx-az export {run_dir} "
                 "--out build/model.onnx, then connectx-az build --model build/model.onnx")

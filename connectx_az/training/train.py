@@ -11,9 +11,10 @@ run on CPU makes the same games as an uninterrupted one.
 
 A run of ``RunConfig.total_time`` seconds (``train --total-time``) runs on time, not on a
 count: its learning rate follows the fraction of that time its generations have
-spent (summed over the metrics, so it counts across resumes), and it ends
-before a generation that would not finish inside it, judged by the last
-generation's duration.  A ``time_budget`` stops one call the same way, so a
+spent (each metrics row's ``run_seconds``, so it counts across resumes and not
+between them), and it ends before a generation that would not finish inside it,
+judged by the last generation's duration; its rates, unlike its games, depend
+on the machine's speed.  A ``time_budget`` stops one call the same way, so a
 notebook session that ends at a known hour leaves a resumable run.
 """
 
@@ -251,21 +252,18 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     tb = _tensorboard(run_dir)
     timed = config.total_time > 0
     last = None if timed else config.num_generations  # a timed run ends when its time is spent
-    stop = last if num_generations is None else generation + num_generations if last is None \
-        else min(last, generation + num_generations)
+    limits = [n for n in (last, None if num_generations is None else generation + num_generations) if n is not None]
+    stop = min(limits) if limits else None
     precision = config.precision
     if precision == "auto" and device.type == "cuda":  # a GPU's: the faster on this network at self-play's batch
         precision = fastest_precision(net, device, inference_batch(config))
         log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
                  inference_batch(config))
     evaluator = TorchEvaluator(net, device, precision)
-    # A generation's expected duration: the last one's, from this call or the run's metrics; the run's time spent:
-    # its generations' (``run_seconds``: a timed run's clock, which counts across resumes and not between them).
-    previous = [r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation]
-    clocked = [0.0, *(float(r["run_seconds"]) for r in previous if "run_seconds" in r)]
-    expected = clocked[-1] - clocked[-2] if len(clocked) > 1 else \
-        float(previous[-1].get("seconds", 0.0)) if previous else 0.0
-    spent = clocked[-1]
+    # The run's time spent (its generations', across resumes: ``runs.run_clock``) and a generation's expected
+    # duration: the last one's, from this call or the run's metrics.
+    spent, expected, _ = runs.time_left([r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation],
+                                        config.total_time)
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
     while stop is None or generation < stop:
         if timed and spent + expected > config.total_time:
