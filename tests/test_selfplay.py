@@ -1,4 +1,4 @@
-"""Self-play records: consistent targets, adjudication, Gumbel policies."""
+"""Self-play records: consistent targets, adjudication, openings, the cache."""
 
 from __future__ import annotations
 
@@ -48,30 +48,6 @@ def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_n
     assert stats.adjudication_flip_rate == len(flips) / len(adjudicated)
     with pytest.raises(config.ConfigError, match="adjudicate_empty"):
         config.make_config("smoke", overrides=[*PLAIN, f"selfplay.adjudicate_empty={game.NUM_CELLS}"])
-
-
-def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
-    cfg = config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=true", "mcts.gumbel_considered=4",
-                                                 "mcts.num_simulations=16", "mcts.gumbel_c_scale=0.1"])
-    assert cfg.selfplay.gumbel.enabled is True and cfg.selfplay.gumbel.considered == 4
-    evaluator = TorchEvaluator(make_net(0))  # fixed weights: its games fill some columns
-    records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
-    assert len(records) == 6
-    assert_consistent_records(records)
-    policy = np.concatenate([r.policy for r in records])
-    obs = np.concatenate([r.obs for r in records])
-    full = obs[:, :, 0, :].any(axis=1)  # row 0 is the top: a stone there fills the column
-    assert full.any()  # the check below is exercised
-    assert np.all(policy[full] == 0)
-    # Completed Q values: every legal move keeps some mass, though only 4 of them were searched.
-    assert np.all(policy[~full] > 0)
-    again, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
-    for a, b in zip(records, again, strict=True):
-        np.testing.assert_array_equal(a.obs, b.obs)
-    with pytest.raises(config.ConfigError, match="expected true or false"):
-        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=maybe"])
-    with pytest.raises(config.ConfigError, match="gumbel.considered"):
-        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel_considered=0"])
 
 
 def test_mcts_with_a_network_is_legal_everywhere() -> None:

@@ -18,10 +18,6 @@ new leaves are made in Python (``_add_leaves_one``); the scores are float64
 in the same operation order as the batched ``_puct_score``, so one tree
 searched alone and the same tree searched in a batch grow bit for bit alike.
 
-A caller may force each walk's root move through ``search``'s ``root_actions``
-hook (self-play's Gumbel root selection in ``gumbel.py``, which is never pasted
-into the submission); below the root the walk is always PUCT as above.
-
 Terminal positions are scored by the rules, never by the network.  Proven
 results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
 with a child that is lost for the opponent is won, a node whose children are
@@ -37,7 +33,6 @@ and ``value float32[M]``, the value from the side to move in ``[-1, 1]``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -111,7 +106,7 @@ def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float]
 
 
 def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
-            path_action: np.ndarray, depth: np.ndarray, root_actions: np.ndarray | None = None) -> None:
+            path_action: np.ndarray, depth: np.ndarray) -> None:
     """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
 
     Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``:
@@ -119,9 +114,7 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
     path_action[k, b, d])`` for ``d < depth[k, b]``; the last of them leads to a
     node that is either not yet created, not yet expanded, or proven.  A proven
     root gives ``depth == 0``.  Each crossed edge gets ``virtual_loss`` (see
-    ``_add_virtual_loss``) so that later walks spread out.  ``root_actions
-    int[K, B]``, if given, forces the first edge of walk ``k`` of tree ``b``
-    (``-1``: choose it by PUCT as below the root).
+    ``_add_virtual_loss``) so that later walks spread out.
     """
     n_slots = tree.capacity
     # Gathers go through flat ``b * N + node`` rows and ``row * A + action``
@@ -149,9 +142,6 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
             score = _puct_score(visits.take(row, axis=0), value_sum.take(row, axis=0), prior.take(row, axis=0),
                                 score_bias.take(row, axis=0), node_visits.take(row), node_value, config)
             action = score.argmax(axis=1)
-            if d == 0 and root_actions is not None:
-                forced = root_actions[walk, idx]
-                action = np.where(forced >= 0, forced, action)
             edge = row * A + action
             if virtual_loss:
                 _add_virtual_loss(*edge_arrays, edge, row, virtual_loss)
@@ -166,7 +156,7 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
 
 
 def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
-                path_action: np.ndarray, depth: np.ndarray, root_actions: np.ndarray | None = None) -> None:
+                path_action: np.ndarray, depth: np.ndarray) -> None:
     """``_select`` for a single tree (``B == 1``), one node at a time on Python floats.
 
     One tree's walk is a chain of 7-wide rows, where numpy's per-call cost
@@ -184,15 +174,11 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
         node = root
         d = 0
         if proven[node] != proven[node]:  # NaN: not proven
-            forced = -1 if root_actions is None else int(root_actions[walk, 0])
             while True:
-                if d == 0 and forced >= 0:
-                    action = forced
-                else:
-                    action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
-                                          score_bias[node].tolist(), float(node_visits[node]),
-                                          float(net_value[node]) + float(node_value_sum[node]), c_puct,
-                                          fpu_reduction, fpu_absolute)
+                action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
+                                      score_bias[node].tolist(), float(node_visits[node]),
+                                      float(net_value[node]) + float(node_value_sum[node]), c_puct,
+                                      fpu_reduction, fpu_absolute)
                 if virtual_loss:
                     _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
                 nodes[d] = node
@@ -369,13 +355,10 @@ def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path
 # --------------------------------------------------------------------------- one step and the search
 
 
-def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
-             root_actions: np.ndarray | None = None) -> int:
+def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
-    ``root_actions int[num_parallel, B]`` optionally forces each walk's root
-    move (``-1``: PUCT), see ``_select``.  Returns the number of simulations
-    added (over all trees).
+    Returns the number of simulations added (over all trees).
     """
     k = config.num_parallel
     bsz = tree.batch_size
@@ -385,14 +368,14 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
     path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
     depth = np.zeros((k, bsz), np.intp)
     if bsz == 1:
-        _select_one(tree, config, virtual_loss, path_node, path_action, depth, root_actions)
+        _select_one(tree, config, virtual_loss, path_node, path_action, depth)
         path_node, path_action, depth = path_node[:, 0], path_action[:, 0], depth[:, 0]
         trees = np.zeros(k, np.intp)
         leaf, open_leaves = _add_leaves_one(tree, path_node, path_action, depth)
         if open_leaves.size:
             search_tree.evaluate_nodes(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
     else:
-        _select(tree, config, virtual_loss, path_node, path_action, depth, root_actions)
+        _select(tree, config, virtual_loss, path_node, path_action, depth)
         trees = np.tile(np.arange(bsz), k)
         path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
         path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
@@ -414,7 +397,6 @@ def search(
     num_simulations: int | None = None,
     deadline: float | None = None,
     rng: np.random.Generator | None = None,
-    root_actions: Callable[[Tree], np.ndarray] | None = None,
 ) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
@@ -423,11 +405,6 @@ def search(
     proven, whichever comes first.  With ``rng`` given the search is a
     self-play one: Dirichlet noise is mixed into the root priors; without it
     the search is deterministic.
-
-    ``root_actions(tree) -> int[num_parallel, B]``, when given, is asked before
-    every simulation step for the root move of each walk (``-1``: PUCT
-    chooses), as mctx's root action selection: self-play's Gumbel root
-    (``gumbel.search``) plugs in here.
     """
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
@@ -441,7 +418,7 @@ def search(
             break
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        simulate(tree, evaluator, config, root_actions=None if root_actions is None else root_actions(tree))
+        simulate(tree, evaluator, config)
         done += config.num_parallel
     return done
 

@@ -5,9 +5,10 @@ piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
 is written before any work so a run can always be resumed or reproduced.
 
 Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
-``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  Keys
-that moved (``RENAMED``) are accepted under their old names, in overrides and in
-the ``config.json`` of older runs.
+``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  A saved
+config (the shipped checkpoint's, an older run's ``config.json``) may hold settings
+that have left the package (``RETIRED``): they load where they hold the value that
+does what the code does now.
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
 LR_SCHEDULES = ("constant", "cosine")
 #: how the best moves of a proven position score the policy (``TrainConfig.solved_policy_target``)
 SOLVED_POLICY_TARGETS = ("uniform", "any")
-#: old dotted key -> where the setting lives now (the Gumbel root left ``mcts`` for ``selfplay.gumbel``)
-RENAMED = {
-    "mcts.gumbel": "selfplay.gumbel.enabled",
-    "mcts.gumbel_considered": "selfplay.gumbel.considered",
-    "mcts.gumbel_c_visit": "selfplay.gumbel.c_visit",
-    "mcts.gumbel_c_scale": "selfplay.gumbel.c_scale",
+#: Settings that lost their ablations and left the package (docs/ablations.md names the commit that still runs
+#: each), with the value at which they did what the code does now (``None``: any value, a setting read only beside
+#: another of them).  The shipped checkpoint's config holds them: a saved config loads without them where they
+#: hold that value, and any other value is an error.
+RETIRED: dict[str, Any] = {
+    "selfplay.gumbel.enabled": False, "selfplay.gumbel.considered": None, "selfplay.gumbel.c_visit": None,
+    "selfplay.gumbel.c_scale": None,
 }
 
 
@@ -205,8 +207,8 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 #: Wide heads (32 policy and 32 value filters, the tower's mean in the value features), random-prefix openings
 #: (half the games, up to 14 plies) and forks (a quarter), the value target half game result and half root
 #: value, a cosine learning rate over the whole run, and 128 proven openings a batch (the package's label file,
-#: best moves under the ``any`` target).  What lost its ablation (playout-cap randomization, the Gumbel root,
-#: solver adjudication, the late temperature, the search constants) stays off.
+#: best moves under the ``any`` target).  What lost its ablation (playout-cap randomization, solver adjudication,
+#: the late temperature, the search constants) stays off; the Gumbel root has left (``RETIRED``).
 RECIPE: dict[str, Any] = {
     "net": {"policy_filters": 32, "value_filters": 32, "value_pool": True},
     "selfplay": {"prefix_share": 0.5, "prefix_max_plies": 14, "fork_share": 0.25},
@@ -343,21 +345,23 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 def _migrate(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of config dict ``values`` with settings saved under an old key (``RENAMED``) moved to the new one."""
+    """A copy of config dict ``values`` without the settings that left the package (``RETIRED``); raises
+    ``ConfigError`` where one holds a value that asks for what the code no longer does."""
     values = copy.deepcopy(values)
-    for old, new in RENAMED.items():
-        *old_parents, old_key = old.split(".")
-        node: Any = values
-        for part in old_parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or old_key not in node:
+    for key, kept in RETIRED.items():
+        *parents, name = key.split(".")
+        nodes: list[Any] = [values]
+        for part in parents:
+            nodes.append(nodes[-1].get(part) if isinstance(nodes[-1], dict) else None)
+        if not isinstance(nodes[-1], dict) or name not in nodes[-1]:
             continue
-        value = node.pop(old_key)
-        *new_parents, new_key = new.split(".")
-        target = values
-        for part in new_parents:
-            target = target.setdefault(part, {})
-        target[new_key] = value
+        value = nodes[-1].pop(name)
+        if kept is not None and value != kept:
+            raise ConfigError(f"{key}={json.dumps(value)}: this setting has left the package "
+                              "(docs/ablations.md names the commit that still runs it)")
+        for parent, node, part in reversed(list(zip(nodes[:-1], nodes[1:], parents, strict=True))):
+            if node == {}:
+                del parent[part]
     return values
 
 
@@ -391,7 +395,7 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
         key, sep, text = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} must look like key=value, e.g. mcts.num_simulations=400")
-        key = RENAMED.get(key.strip(), key.strip())
+        key = key.strip()
         parts = key.split(".")
         node = values
         for part in parts[:-1]:

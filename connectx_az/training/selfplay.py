@@ -30,24 +30,16 @@ are neither searched nor recorded, and neither a prefix nor a fork move ends
 the game or leaves an immediate win unplayed.  Each game draws its kind of
 start from the generator only when a share is set, so a config without them
 plays the very games it played before these switches existed.
-
-With ``SelfPlayConfig.gumbel.enabled`` the full searches use Gumbel root selection
-with sequential halving (Danihelka et al. 2022, see ``gumbel``): the policy
-target is the improved policy ``gumbel.improved_policy`` instead of the visit
-distribution, and every such move is ``gumbel.choose_cols``' choice (the Gumbel
-noise replaces both the Dirichlet noise and the temperature sampling).
-The cheap searches are unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from connectx_az.engine import game, mcts, solver
-from connectx_az.training import gumbel
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30
@@ -94,8 +86,6 @@ class SelfPlayConfig:
     # weights do not change within it), so a position searched again is not sent to the network again
     # (``CachedEvaluator``): at most this many positions, about 100 bytes each; 0 turns the cache off.
     cache_positions: int = 1 << 20
-    # Gumbel root selection for the full searches (off by default; see the module docstring).
-    gumbel: gumbel.GumbelConfig = field(default_factory=gumbel.GumbelConfig)
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
@@ -122,7 +112,7 @@ class GameRecord:
     """One game's training positions (only fully searched moves).
 
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root
-    visit distribution, or the improved policy of a Gumbel search), ``value
+    visit distribution), ``value
     float32[T]`` (final result for the side to move: +1 win, 0 draw, -1 loss),
     ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
     the game's length and ``first_player_result`` its result for the player
@@ -333,16 +323,9 @@ def play_games(
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = mcts.Tree(positions, masks, capacity=sims + 1)
-        is_gumbel = full and config.gumbel.enabled
-        if is_gumbel:
-            noise = gumbel.draw_noise(rng, tree.batch_size)
-            gumbel.search(tree, counter, search, config.gumbel, noise, num_simulations=sims)
-            policy = gumbel.improved_policy(tree, config.gumbel)
-            greedy = gumbel.choose_cols(tree, noise, config.gumbel)
-        else:
-            mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
-            policy = mcts.policy_from_visits(tree.root_visits())
-            greedy = mcts.best_cols(tree)
+        mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
+        policy = mcts.policy_from_visits(tree.root_visits())
+        greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
@@ -361,7 +344,7 @@ def play_games(
                 g.plies.append(g.ply)
             early = g.ply < config.temperature_plies
             temperature = config.temperature_early if early else config.temperature_late
-            if not is_gumbel and temperature > 0 and np.isnan(root_proven[i]):
+            if temperature > 0 and np.isnan(root_proven[i]):
                 # Late in the game proofs are common: a move proven lost is not drawn (the early
                 # plies keep drawing from the plain visits, as they did before the late temperature).
                 col = sample_col(policy[i], temperature, rng, lost=None if early else proven_moves[i] == -1)
