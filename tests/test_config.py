@@ -32,7 +32,7 @@ def test_overrides_and_unknown_keys() -> None:
 @pytest.mark.parametrize(("key", "listed", "meant"), [
     ("mcts.sims", "valid keys: mcts.{num_simulations, c_puct, ", None),
     ("net.blocks", "valid keys: net.{num_blocks, num_filters, ", "net.num_blocks"),
-    ("selfplay.games", "fast_simulations, num_workers, adjudicate_empty, adjudicate_nodes, cache_positions}",
+    ("selfplay.games", "prefix_max_plies, fork_share, num_workers, cache_positions}",
      "selfplay.num_games"),
     ("num_generation", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", "num_generations"),
     ("foo.bar", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", None),
@@ -123,7 +123,6 @@ def test_every_preset_carries_the_recipe() -> None:
         assert cfg.train.solved_labels == label_files.BUILTIN and cfg.train.solved_per_batch > 0, name
         train = cfg.train
         assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
-        assert cfg.selfplay.full_search_prob == 1.0, name
 
 
 def test_the_cosine_spans_the_runs_own_generations() -> None:

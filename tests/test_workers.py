@@ -54,7 +54,7 @@ def _assert_same_games(a: list[selfplay.GameRecord], b: list[selfplay.GameRecord
     for x, y in zip(a, b, strict=True):
         for name in ("obs", "policy", "value", "root_value"):
             np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
-        assert (x.num_plies, x.first_player_result) == (y.num_plies, y.first_player_result)
+        assert (x.start_ply, x.opening) == (y.start_ply, y.opening)
 
 
 def test_two_workers_make_consistent_records_reproducibly() -> None:
