@@ -159,12 +159,11 @@ _TREE_FIELDS = ("position", "mask", "net_value", "is_expanded", "proven", "node_
                 "children", "legal_mask", "prior", "visits", "value_sum", "edge_proven", "score_bias")
 
 
-@pytest.mark.parametrize(("num_parallel", "fpu_absolute"), [(1, False), (8, False), (8, True)])
+@pytest.mark.parametrize(("num_parallel", "fpu_reduction"), [(1, 0.2), (8, 0.2), (8, -0.3)])
 @pytest.mark.parametrize("moves", ["44", "41526", "43443322"])
-def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int, fpu_absolute: bool) -> None:
+def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int, fpu_reduction: float) -> None:
     # One tree takes the scalar walk (_select_one); two trees take the batched one.
-    config = mcts.SearchConfig(num_simulations=240, num_parallel=num_parallel, fpu_absolute=fpu_absolute,
-                               fpu_reduction=-0.3 if fpu_absolute else 0.2)
+    config = mcts.SearchConfig(num_simulations=240, num_parallel=num_parallel, fpu_reduction=fpu_reduction)
     position = game.from_moves(moves)
     alone = _tree(position)
     together = _tree(position, game.from_moves("3"))
@@ -193,11 +192,11 @@ def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
     assert all((~np.isnan(tree.proven[b])).sum() > 10 for b in (0, 1))  # the solver was exercised
 
 
-@pytest.mark.parametrize("fpu_absolute", [False, True])
-def test_scalar_scores_match_the_batched_scores(fpu_absolute: bool) -> None:
+@pytest.mark.parametrize("fpu_reduction", [0.3, -0.4])
+def test_scalar_scores_match_the_batched_scores(fpu_reduction: float) -> None:
     # Rows with visited and unvisited edges, illegal and proven moves, and exact ties.
     rng = np.random.default_rng(8)
-    config = mcts.SearchConfig(c_puct=1.7, fpu_reduction=0.3, fpu_absolute=fpu_absolute)
+    config = mcts.SearchConfig(c_puct=1.7, fpu_reduction=fpu_reduction)
     m = 500
     visits = rng.integers(0, 4, (m, 7)).astype(np.float32) * rng.integers(0, 2, (m, 7))
     value_sum = (rng.uniform(-1, 1, (m, 7)) * visits).astype(np.float32)
@@ -210,12 +209,11 @@ def test_scalar_scores_match_the_batched_scores(fpu_absolute: bool) -> None:
     expected = mcts._puct_score(visits, value_sum, prior, score_bias, node_visits, node_value, config).argmax(axis=1)
     for i in range(m):
         got = mcts._puct_argmax(visits[i].tolist(), value_sum[i].tolist(), prior[i].tolist(), score_bias[i].tolist(),
-                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction,
-                                config.fpu_absolute)
+                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction)
         assert got == expected[i], i
 
 
-def test_first_play_urgency_is_relative_to_the_parent_or_absolute() -> None:
+def test_first_play_urgency_is_relative_to_the_parent() -> None:
     # One node: 4 visits of value +0.5 on column 0, the net's value 0.5; the other columns unvisited.
     visits = np.array([[4, 0, 0, 0, 0, 0, 0]], np.float32)
     value_sum = np.array([[2, 0, 0, 0, 0, 0, 0]], np.float32)
@@ -226,30 +224,9 @@ def test_first_play_urgency_is_relative_to_the_parent_or_absolute() -> None:
     relative = mcts.SearchConfig(c_puct=1.5, fpu_reduction=0.2)
     score = mcts._puct_score(visits, value_sum, prior, bias, visits.sum(axis=1), node_value, relative)
     np.testing.assert_allclose(score[0, 1:], 0.5 - 0.2 + u)
-    # A published FPU of 0.85 on a [0, 1] scale: an unvisited move counts as worth 0.7 whatever the parent.
-    absolute = mcts.SearchConfig(c_puct=1.5, fpu_reduction=-0.7, fpu_absolute=True)
-    score = mcts._puct_score(visits, value_sum, prior, bias, visits.sum(axis=1), node_value, absolute)
-    np.testing.assert_allclose(score[0, 1:], 0.7 + u)
     assert score[0, 0] == pytest.approx(0.5 + 1 / 7 * 1.5 * 2 / 5)
     with pytest.raises(ValueError, match="fpu_reduction"):
         mcts.SearchConfig(fpu_reduction=3.0)
-
-
-def test_dirichlet_alpha_total_spreads_over_the_legal_moves() -> None:
-    # Roots with 7 and with 5 legal moves; alpha = total / legal moves at each root.
-    full_two = game.from_moves("111111777777")
-    config = mcts.SearchConfig(dirichlet_alpha_total=20.0, dirichlet_fraction=1.0)
-    tree = _tree(game.from_moves(""), full_two)
-    mcts.expand(tree, np.arange(2), np.zeros(2, np.intp), UniformEvaluator())
-    mcts.add_root_noise(tree, np.random.default_rng(3), config)
-    alpha = np.array([[20 / 7] * 7, [20 / 5] * 7])
-    gamma = np.random.default_rng(3).gamma(alpha) * tree.legal_mask[:, 0]
-    np.testing.assert_allclose(tree.prior[:, 0], gamma / gamma.sum(axis=1, keepdims=True), rtol=1e-6)
-    assert np.all(tree.prior[1, 0, [0, 6]] == 0)
-    # Off (0) by default: every root draws at dirichlet_alpha, as before.
-    assert mcts.SearchConfig().dirichlet_alpha_total == 0
-    with pytest.raises(ValueError, match="dirichlet_alpha_total"):
-        mcts.SearchConfig(dirichlet_alpha_total=-1.0)
 
 
 def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:

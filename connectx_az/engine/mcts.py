@@ -74,10 +74,7 @@ def _puct_score(
     """
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
-    if config.fpu_absolute:
-        fpu_value = np.full_like(node_visits, -config.fpu_reduction)
-    else:
-        fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
+    fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
     visited = visits > 0
     q = np.where(visited, value_sum.astype(np.float64) / np.where(visited, visits, 1.0), fpu_value)
     u = prior.astype(np.float64) * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
@@ -85,15 +82,14 @@ def _puct_score(
 
 
 def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
-                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float,
-                 fpu_absolute: bool = False) -> int:
+                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
     """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``).
 
     On a 7-wide row numpy's per-call cost outweighs the arithmetic several
     times over; this gives the same scores (float64, same operation order)
     and the same choice (the first of equal maxima).
     """
-    fpu_value = -fpu_reduction if fpu_absolute else node_value / (1.0 + node_visits) - fpu_reduction
+    fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
     scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
     best, best_score = 0, -np.inf
     for action in range(A):
@@ -167,7 +163,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
     children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
     node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
     edge_arrays = (visits.reshape(-1), value_sum.reshape(-1), node_visits, node_value_sum)
-    c_puct, fpu_reduction, fpu_absolute = config.c_puct, config.fpu_reduction, config.fpu_absolute
+    c_puct, fpu_reduction = config.c_puct, config.fpu_reduction
     root = int(tree.root[0])
     for walk in range(path_node.shape[0]):
         nodes, actions = path_node[walk, 0], path_action[walk, 0]
@@ -178,7 +174,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
                 action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
                                       score_bias[node].tolist(), float(node_visits[node]),
                                       float(net_value[node]) + float(node_value_sum[node]), c_puct,
-                                      fpu_reduction, fpu_absolute)
+                                      fpu_reduction)
                 if virtual_loss:
                     _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
                 nodes[d] = node

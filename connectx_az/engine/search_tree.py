@@ -47,29 +47,20 @@ class SearchConfig:
     balance needs half the constant: a published ``c_puct`` of 1.5 there is 3.0
     here.
 
-    First-play urgency: an unvisited edge takes
-    ``Q = base - fpu_reduction``, where ``base`` is the parent's mean value
-    (its net value and backed-up values averaged; Leela-style, the default)
-    or, with ``fpu_absolute``, a draw (0).  A published FPU given as the
-    absolute value of an unvisited move on a ``[0, 1]`` scale, ``f``, is
-    ``fpu_absolute=True, fpu_reduction=1 - 2 f`` here (0.85 -> -0.7); one
-    given as a reduction from the parent's value on that scale doubles
-    (0.1 -> 0.2).
+    First-play urgency (Leela-style): an unvisited edge takes
+    ``Q = (the parent's mean value) - fpu_reduction``, the mean of its net
+    value and backed-up values.  A published reduction from the parent's
+    value on a ``[0, 1]`` scale doubles here (0.1 -> 0.2).
 
     Root noise (self-play only, ``add_root_noise``): the root prior becomes
     ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` over
-    the legal moves, with ``alpha = dirichlet_alpha``, or, when
-    ``dirichlet_alpha_total > 0``, ``alpha = dirichlet_alpha_total / (number
-    of legal moves)`` at that root (a published "alpha = 20 / legal moves" is
-    ``dirichlet_alpha_total=20``; with 7 legal moves that is alpha 2.9).
+    the legal moves, with ``alpha = dirichlet_alpha``.
     """
 
     num_simulations: int = 200
     c_puct: float = 2.0
     fpu_reduction: float = 0.2
-    fpu_absolute: bool = False
     dirichlet_alpha: float = 1.0
-    dirichlet_alpha_total: float = 0.0
     dirichlet_fraction: float = 0.25
     num_parallel: int = 1
     virtual_loss: float = 1.0
@@ -83,8 +74,6 @@ class SearchConfig:
             raise ValueError("fpu_reduction must be in [-2, 2] (values are on the [-1, 1] scale)")
         if self.dirichlet_alpha <= 0 or not 0 <= self.dirichlet_fraction <= 1:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]")
-        if self.dirichlet_alpha_total < 0:
-            raise ValueError("dirichlet_alpha_total must be >= 0 (0: use dirichlet_alpha)")
         if self.num_parallel < 1:
             raise ValueError("num_parallel must be >= 1")
 
@@ -238,19 +227,11 @@ def evaluate_nodes(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evalu
 
 
 def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -> None:
-    """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play).
-
-    ``alpha`` is ``config.dirichlet_alpha``, or ``dirichlet_alpha_total`` over
-    each root's number of legal moves (see ``SearchConfig``).
-    """
+    """Mix Dirichlet(``config.dirichlet_alpha``) noise over the legal moves into each root's prior (self-play)."""
     b = np.arange(tree.batch_size)
     root = tree.root
     legal = tree.legal_mask[b, root]
-    if config.dirichlet_alpha_total > 0:
-        alpha = config.dirichlet_alpha_total / np.maximum(legal.sum(axis=1, keepdims=True), 1)
-        gamma = rng.gamma(np.broadcast_to(alpha, legal.shape)) * legal
-    else:
-        gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
+    gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)

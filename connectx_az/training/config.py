@@ -90,6 +90,7 @@ RETIRED: dict[str, Any] = {
     "selfplay.full_search_prob": 1.0, "selfplay.fast_simulations": None,
     "selfplay.adjudicate_empty": 0, "selfplay.adjudicate_nodes": None,
     "selfplay.temperature_late": 0.0,
+    "mcts.fpu_absolute": False, "mcts.dirichlet_alpha_total": 0.0,
 }
 
 
@@ -210,8 +211,8 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 #: Wide heads (32 policy and 32 value filters, the tower's mean in the value features), random-prefix openings
 #: (half the games, up to 14 plies) and forks (a quarter), the value target half game result and half root
 #: value, a cosine learning rate over the whole run, and 128 proven openings a batch (the package's label file,
-#: best moves under the ``any`` target).  What lost its ablation has left the package (``RETIRED``); the search
-#: constants stay at their defaults.
+#: best moves under the ``any`` target).  What lost its ablation has left the package (``RETIRED``), and the
+#: search constants stay at their defaults.
 RECIPE: dict[str, Any] = {
     "net": {"policy_filters": 32, "value_filters": 32, "value_pool": True},
     "selfplay": {"prefix_share": 0.5, "prefix_max_plies": 14, "fork_share": 0.25},
