@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16}
+#: a 1x16 net with the first networks' plain heads (``config.PLAIN_HEADS``); ``WIDE_HEADS`` for wide ones
+SMALL_NET = {"num_blocks": 1, "num_filters": 16, "value_hidden": 16, "policy_filters": 2, "value_filters": 1,
+             "value_pool": False}
 WIDE_HEADS = {"policy_filters": 8, "value_filters": 4, "value_pool": True}
 
 

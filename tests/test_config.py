@@ -125,6 +125,19 @@ def test_every_preset_carries_the_recipe() -> None:
         assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
 
 
+#: what a preset may set: sizes, and how the work is spread over the machine; the rest is the recipe, the defaults
+SIZES = {"net.num_blocks", "net.num_filters", "net.value_hidden", "mcts.num_simulations", "selfplay.num_games",
+         "selfplay.num_parallel_games", "selfplay.num_workers", "selfplay.cache_positions", "train.batch_size",
+         "train.steps_per_generation", "train.replay_generations", "train.replay_max_positions",
+         "train.solved_per_batch", "num_generations", "eval_positions", "threads"}
+
+
+def test_the_defaults_are_the_recipe_and_a_preset_sets_only_sizes() -> None:
+    for name, preset in config.PRESETS.items():
+        assert set(config._leaves(preset)) <= SIZES, name
+    assert config.RunConfig().net == config.make_config("cpu").net  # the shipped network's shape, heads included
+
+
 def test_the_cosine_spans_the_runs_own_generations() -> None:
     # a run made of --time-budget chunks resumed with --resume follows the recipe with no --set in between
     cfg = config.make_config("cpu")

@@ -134,7 +134,7 @@ def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
     other = tmp_path / "other.pt"
     save_checkpoint(other, PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)))
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
-    with pytest.raises(CheckpointError, match="holds a 2x8 network"):
+    with pytest.raises(CheckpointError, match="holds a 2x8 p32 v32\\+pool network"):
         train.run(tmp_path / "run", cfg, init_model=other, progress=False)
 
 

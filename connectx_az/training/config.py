@@ -40,17 +40,16 @@ class NetConfig:
     features are the tower's, not the head's: a linear layer over the
     flattened head planes can already form their averages, while the tower's
     channels would otherwise reach the value only through the narrow 1x1
-    convolution.  The defaults (2 and 1 planes, no pooling) are the
-    architecture of every model trained before these keys existed, so their
-    configs and checkpoints load unchanged.
+    convolution.  The defaults are the recipe's wide heads (ablation 6); the
+    first networks had 2 and 1 planes and no pooling (``PLAIN_HEADS``).
     """
 
     num_blocks: int = 4
     num_filters: int = 64
     value_hidden: int = 64
-    policy_filters: int = 2
-    value_filters: int = 1
-    value_pool: bool = False
+    policy_filters: int = 32
+    value_filters: int = 32
+    value_pool: bool = True
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:
@@ -60,9 +59,10 @@ class NetConfig:
 
     @property
     def label(self) -> str:
-        """``"4x64"`` (blocks x filters), plus the heads where they are not the defaults."""
+        """``"4x64"`` (blocks x filters), plus the heads where they are not the first networks' (``PLAIN_HEADS``):
+        ``"4x64 p32 v32+pool"``, as ``onnx_numpy.NumpyOnnxModel.net_shape`` reads it from a graph."""
         label = f"{self.num_blocks}x{self.num_filters}"
-        if (self.policy_filters, self.value_filters, self.value_pool) != (2, 1, False):
+        if (self.policy_filters, self.value_filters, self.value_pool) != PLAIN_HEADS:
             label += f" p{self.policy_filters} v{self.value_filters}" + ("+pool" if self.value_pool else "")
         return label
 
@@ -72,6 +72,8 @@ class NetConfig:
         return self.num_filters == other.num_filters and self.num_blocks >= other.num_blocks
 
 
+#: ``(policy_filters, value_filters, value_pool)`` of the first networks, which a label leaves unsaid
+PLAIN_HEADS = (2, 1, False)
 #: inference precisions of self-play (``network.autocast_dtype``)
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 #: training precisions: float16 would need loss scaling, so training offers bfloat16 alone beside float32
@@ -96,7 +98,9 @@ RETIRED: dict[str, Any] = {
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Optimisation of each generation."""
+    """Optimisation of each generation.  The defaults are the recipe (docs/ablations.md): a cosine learning rate
+    over the whole run, the value target half game result and half root value, and 128 proven openings a batch
+    (the package's label file, their best moves under the ``any`` target)."""
 
     batch_size: int = 256
     lr: float = 2e-3
@@ -108,11 +112,11 @@ class TrainConfig:
     # Learning-rate schedule over generations: "constant" (``lr`` throughout) or
     # "cosine" (``lr`` at ``lr_schedule_start``, falling to ``lr_min`` at the run's
     # last generation; constant ``lr`` before the start).
-    lr_schedule: str = "constant"
-    lr_min: float = 1e-4
+    lr_schedule: str = "cosine"
+    lr_min: float = 3e-5
     lr_schedule_start: int = 0
     # Value target: (1 - value_mix) * game result + value_mix * root search value.
-    value_mix: float = 0.0
+    value_mix: float = 0.5
     # Growing replay window: 0 keeps ``replay_generations`` throughout; g > 0 lets the
     # window grow by g generations per generation, from 1 up to ``replay_generations``.
     replay_growth: float = 0.0
@@ -123,11 +127,11 @@ class TrainConfig:
     # (cross-entropy against that uniform target) or "any" (-log of the probability the policy puts
     # on those moves together: any of them is right, and the policy may stay sharp on one).
     # ``solved_max_plies``: only the file's positions of at most that many plies (the opening); 0: all.
-    solved_labels: str = ""
-    solved_per_batch: int = 0
-    solved_policy: bool = False
-    solved_policy_target: str = "uniform"
-    solved_max_plies: int = 0
+    solved_labels: str = "builtin"
+    solved_per_batch: int = 128
+    solved_policy: bool = True
+    solved_policy_target: str = "any"
+    solved_max_plies: int = 12
     # Training precision (``network.train_autocast_dtype``): "float32", or "bfloat16" autocast of the
     # forward pass (weights, gradients and AdamW stay float32), or "auto": bfloat16 where inference would
     # run in it (``precision``'s auto: a GPU of compute capability >= 8.0, a CPU with bfloat16 instructions).
@@ -207,39 +211,22 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: The recipe: every switch that won its ablation (docs/ablations.md), the settings behind the shipped network.
-#: Wide heads (32 policy and 32 value filters, the tower's mean in the value features), random-prefix openings
-#: (half the games, up to 14 plies) and forks (a quarter), the value target half game result and half root
-#: value, a cosine learning rate over the whole run, and 128 proven openings a batch (the package's label file,
-#: best moves under the ``any`` target).  What lost its ablation has left the package (``RETIRED``), and the
-#: search constants stay at their defaults.
-RECIPE: dict[str, Any] = {
-    "net": {"policy_filters": 32, "value_filters": 32, "value_pool": True},
-    "selfplay": {"prefix_share": 0.5, "prefix_max_plies": 14, "fork_share": 0.25},
-    "train": {"lr_schedule": "cosine", "lr_min": 3e-5, "value_mix": 0.5, "solved_labels": "builtin",
-              "solved_per_batch": 128, "solved_policy": True, "solved_policy_target": "any",
-              "solved_max_plies": 12},
-}
-
-
-def _recipe(scale: dict[str, Any]) -> dict[str, Any]:
-    """``RECIPE`` with a preset's sizes (``scale``) merged in."""
-    return _merge(RECIPE, scale)
-
-
+#: The presets: the dataclass defaults are the recipe (every switch that won its ablation, docs/ablations.md: the
+#: settings behind the shipped network), and a preset sets only sizes (network, simulations, games, steps,
+#: generations, games in flight) and how the work is spread over the machine.
 PRESETS: dict[str, dict[str, Any]] = {
     # a one-minute check that learns nothing, with every switch of the recipe on so that it runs them all
-    "smoke": _recipe({
+    "smoke": {
         "net": {"num_blocks": 1, "num_filters": 16, "value_hidden": 16},
         "mcts": {"num_simulations": 8},
         "selfplay": {"num_games": 8, "num_parallel_games": 4},
         "train": {"batch_size": 32, "steps_per_generation": 4, "solved_per_batch": 16},
         "num_generations": 2,
         "eval_positions": 10,
-    }),
+    },
     # one CPU core: 57-61 s a generation on this project's AMD EPYC in bfloat16, 7-7.6 hours in all (docs/results.md,
     # "The `cpu` preset in bfloat16, from scratch", has its timings)
-    "cpu": _recipe({
+    "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
         # 64 games at a time: the tree work costs per numpy call, not per game, so twice the games cost little more
@@ -247,13 +234,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         # earlier) then have 96 games to go to, not 128; at equal hours the network was level or better
         # (docs/results.md, "bfloat16 on the CPU").
         "selfplay": {"num_games": 160, "num_parallel_games": 64},
-        "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
+        "train": {"batch_size": 256, "steps_per_generation": 100, "replay_generations": 8},
         "num_generations": 450,
-    }),
+    },
     # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
     # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
     # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
-    "gpu": _recipe({
+    "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
         # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.  Each
@@ -265,10 +252,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         # the lookups cost the tree work, the limit here, 6-19% (docs/results.md, "The network's answers kept
         # for a generation").
         "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1, "cache_positions": 0},
-        "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
+        "train": {"batch_size": 1024, "steps_per_generation": 400, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,
-    }),
+    },
 }
 
 

@@ -20,8 +20,7 @@ from a position of a game started earlier in the same call plus one random
 move (``fork_position``; KataGo's forking, Wu 2019).  The plies before the start
 are neither searched nor recorded, and neither a prefix nor a fork move ends
 the game or leaves an immediate win unplayed.  Each game draws its kind of
-start from the generator only when a share is set, so a config without them
-plays the very games it played before these switches existed.
+start from the generator only when a share is set.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ MAX_PREFIX_PLIES = 30
 
 @dataclass(frozen=True, kw_only=True)
 class SelfPlayConfig:
-    """How each generation's games are played.
+    """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
 
     It lives here, beside the code that reads it (as ``mcts.SearchConfig`` does),
     so that self-play worker processes can receive it without importing torch.
@@ -55,9 +54,9 @@ class SelfPlayConfig:
     # Opening diversity: the share of games that start from a random prefix of 0..prefix_max_plies
     # plies (uniform length), and the share that fork from a position of an earlier game of the
     # same call with one random move.  Shares of 0 draw nothing from the generator.
-    prefix_share: float = 0.0
-    prefix_max_plies: int = 12
-    fork_share: float = 0.0
+    prefix_share: float = 0.5
+    prefix_max_plies: int = 14
+    fork_share: float = 0.25
     # 0: all games in this process.  W >= 1: W worker processes do the tree work,
     # each with ``num_parallel_games`` in flight, and this process runs the network
     # on their leaves in large batches (see ``workers``).  The games depend on W.
