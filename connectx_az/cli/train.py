@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 from pathlib import Path
 
+from connectx_az import errors
 from connectx_az.cli import bars, common
 
 
@@ -72,18 +72,17 @@ def cmd_label(args: argparse.Namespace) -> int:
     from connectx_az.training import labels
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
-        raise common.UserError("--positions and --seconds must be positive")
+        raise errors.UserError("--positions and --seconds must be positive")
     if args.max_nodes < 1 or args.workers < 1:
-        raise common.UserError("--max-nodes and --workers must be positive")
+        raise errors.UserError("--max-nodes and --workers must be positive")
     if args.retry_unproven and not args.moves:
-        raise common.UserError("--retry-unproven retries best moves: add --moves")
-    if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
-        raise common.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
+        raise errors.UserError("--retry-unproven retries best moves: add --moves")
+    common.require_fork(args.workers)
     out = Path(args.out)
     try:
         before = labeller.open_file(out)
     except labels.LabelsError as exc:
-        raise common.UserError(f"{exc}; choose another file to write") from exc
+        raise errors.UserError(f"{exc}; choose another file to write") from exc
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
     if args.moves:  # the file's positions that lack their best moves get them first
@@ -111,7 +110,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                                                   prover=prover, workers=args.workers,
                                                   on_progress=lambda stats: bar.update(stats.kept - bar.n))
         except ValueError as exc:
-            raise common.UserError(str(exc)) from exc
+            raise errors.UserError(str(exc)) from exc
         bar.update(stats.kept - bar.n)
     wins, draws, losses = whole.counts()
     moves = f", {stats.with_moves:,} with their best moves" if args.moves else ""

@@ -25,6 +25,7 @@ from typing import Any
 
 from connectx_az import files
 from connectx_az.engine.mcts import SearchConfig
+from connectx_az.errors import UserError
 from connectx_az.training.selfplay import SelfPlayConfig
 
 
@@ -259,7 +260,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration problem, worded for the person running the command."""
 
 
