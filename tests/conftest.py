@@ -31,7 +31,7 @@ def assert_consistent_records(records) -> None:
 
 
 class UniformEvaluator:
-    """Equal priors and a drawn value everywhere (``mcts.Evaluator``); counts calls."""
+    """Equal priors and a drawn value everywhere (``search_tree.Evaluator``); counts calls."""
 
     def __init__(self) -> None:
         self.num_calls = 0

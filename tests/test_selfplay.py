@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 from connectx_az.training import config, selfplay
 from connectx_az.training.network import NetConfig, PolicyValueNet, TorchEvaluator
 
@@ -29,8 +29,8 @@ def test_selfplay_records_have_consistent_targets() -> None:
 def test_mcts_with_a_network_is_legal_everywhere() -> None:
     net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8))
     position, mask = game.from_moves("1111112222223")
-    tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64))
-    mcts.search(tree, TorchEvaluator(net), mcts.SearchConfig(num_simulations=50))
+    tree = search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64))
+    mcts.search(tree, TorchEvaluator(net), search_tree.SearchConfig(num_simulations=50))
     assert game.is_legal(mask, int(mcts.best_cols(tree)[0]))
     assert tree.root_visits()[0, 0] == 0 and tree.root_visits()[0, 1] == 0
 

@@ -124,7 +124,7 @@ _KILLED_PARENT = """
 import os, signal, sys
 import numpy as np
 from conftest import UniformEvaluator
-from connectx_az.engine import mcts
+from connectx_az.engine import search_tree
 from connectx_az.training import selfplay, workers
 
 def die(_):
@@ -134,8 +134,8 @@ def die(_):
 
 assert "torch" not in sys.modules
 settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
-workers.play_games(UniformEvaluator(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
-                   on_game_done=die)
+search = search_tree.SearchConfig(num_simulations=8)
+workers.play_games(UniformEvaluator(), 40, settings, search, np.random.default_rng(0), on_game_done=die)
 """
 
 

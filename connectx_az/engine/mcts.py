@@ -38,10 +38,6 @@ import numpy as np
 
 from connectx_az.engine import game, search_tree
 
-# The tree's types and its expansion (``search_tree``), named here too: callers see the search as one module.
-Evaluator, SearchConfig, Tree = search_tree.Evaluator, search_tree.SearchConfig, search_tree.Tree
-expand, masked_softmax, add_root_noise = search_tree.expand, search_tree.masked_softmax, search_tree.add_root_noise
-
 A = game.NUM_ACTIONS
 
 _MAX_DEPTH = game.NUM_CELLS + 1
@@ -63,7 +59,7 @@ def _puct_score(
     score_bias: np.ndarray,
     node_visits: np.ndarray,
     node_value: np.ndarray,
-    config: SearchConfig,
+    config: search_tree.SearchConfig,
 ) -> np.ndarray:
     """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
@@ -101,7 +97,7 @@ def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float]
     return best
 
 
-def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
+def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
             path_action: np.ndarray, depth: np.ndarray) -> None:
     """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
 
@@ -151,7 +147,7 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
             idx, node, row = idx[go], node[go], row[go]
 
 
-def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
+def _select_one(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
                 path_action: np.ndarray, depth: np.ndarray) -> None:
     """``_select`` for a single tree (``B == 1``), one node at a time on Python floats.
 
@@ -187,7 +183,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
         depth[walk, 0] = d
 
 
-def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                 depth: np.ndarray) -> np.ndarray:
     """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
 
@@ -223,7 +219,7 @@ def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_actio
     return np.where(has_edge, child, tree.root[trees])
 
 
-def _add_leaves_one(tree: Tree, path_node: np.ndarray, path_action: np.ndarray,
+def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
 
@@ -281,7 +277,7 @@ def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np
 
 
 def _backup(
-    tree: Tree,
+    tree: search_tree.Tree,
     trees: np.ndarray,
     path_node: np.ndarray,
     path_action: np.ndarray,
@@ -324,7 +320,7 @@ def _proven_from_edges(edge_proven: np.ndarray, legal: np.ndarray) -> np.ndarray
     return np.where(wins, 1.0, np.where(settled, best, np.nan)).astype(np.float32)
 
 
-def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                       depth: np.ndarray, leaf: np.ndarray) -> None:
     """Carry newly proven leaves up their paths (MCTS-solver).
 
@@ -351,7 +347,7 @@ def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path
 # --------------------------------------------------------------------------- one step and the search
 
 
-def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
+def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig) -> int:
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
     Returns the number of simulations added (over all trees).
@@ -377,7 +373,7 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
         path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
         depth = depth.reshape(-1)
         leaf = _add_leaves(tree, trees, path_node, path_action, depth)
-        expand(tree, trees, leaf, evaluator)
+        search_tree.expand(tree, trees, leaf, evaluator)
     proven = tree.proven[trees, leaf]
     leaf_value = np.where(np.isnan(proven), tree.net_value[trees, leaf], proven).astype(np.float32)
     _backup(tree, trees, path_node, path_action, depth, leaf_value, virtual_loss)
@@ -386,9 +382,9 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig) -> int:
 
 
 def search(
-    tree: Tree,
-    evaluator: Evaluator,
-    config: SearchConfig,
+    tree: search_tree.Tree,
+    evaluator: search_tree.Evaluator,
+    config: search_tree.SearchConfig,
     *,
     num_simulations: int | None = None,
     deadline: float | None = None,
@@ -405,9 +401,9 @@ def search(
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
-    expand(tree, b, tree.root.copy(), evaluator)
+    search_tree.expand(tree, b, tree.root.copy(), evaluator)
     if rng is not None:
-        add_root_noise(tree, rng, config)
+        search_tree.add_root_noise(tree, rng, config)
     done = 0
     while done < budget:
         if np.all(~np.isnan(tree.proven[b, tree.root])):
@@ -429,7 +425,7 @@ def policy_from_visits(visits: np.ndarray, temperature: float = 1.0) -> np.ndarr
     return (powered / np.maximum(powered.sum(axis=-1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def best_cols(tree: Tree) -> np.ndarray:
+def best_cols(tree: search_tree.Tree) -> np.ndarray:
     """``int64[B]``: the move each root should play.
 
     A proven root plays a move that achieves its proven value; otherwise the

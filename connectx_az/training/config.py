@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
-from connectx_az.engine.mcts import SearchConfig
+from connectx_az.engine.search_tree import SearchConfig
 from connectx_az.errors import UserError
 from connectx_az.training.selfplay import SelfPlayConfig
 

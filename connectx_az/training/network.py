@@ -179,7 +179,7 @@ def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
 
 
 class TorchEvaluator:
-    """``mcts.Evaluator`` over a torch network (put in eval mode and ``place``d on ``device``, in place; no grad).
+    """``search_tree.Evaluator`` over a torch network (set to eval mode and ``place``d on ``device`` in place; no grad).
 
     Runs under autocast at ``autocast_dtype(device, precision)``; outputs are
     float32 whatever the precision.  It evaluates ``fold_batchnorm(net)``, folded

@@ -1,6 +1,6 @@
 """Self-play: many games in flight, one batched network call per simulation step.
 
-Every move of every game in flight is searched together: one ``mcts.Tree`` of
+Every move of every game in flight is searched together: one ``search_tree.Tree`` of
 ``B`` roots, so each simulation step sends up to ``B`` new leaves to the
 network at once.  Finished games are replaced by new ones until the
 generation's quota is started.  ``workers`` runs this in several processes
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30
@@ -40,7 +40,7 @@ MAX_PREFIX_PLIES = 30
 class SelfPlayConfig:
     """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
 
-    It lives here, beside the code that reads it (as ``mcts.SearchConfig`` does),
+    It lives here, beside the code that reads it (as ``search_tree.SearchConfig`` does),
     so that self-play worker processes can receive it without importing torch.
     """
 
@@ -176,7 +176,7 @@ class CachedEvaluator:
     *The network's answers kept for a generation*).
     """
 
-    def __init__(self, inner: mcts.Evaluator, max_positions: int = 1 << 20) -> None:
+    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20) -> None:
         if max_positions < 1:
             raise ValueError("max_positions must be >= 1")
         self.inner = inner
@@ -228,7 +228,7 @@ class CachedEvaluator:
 class _CountingEvaluator:
     """Wraps an evaluator and counts the positions it scores (all of them: no cache)."""
 
-    def __init__(self, inner: mcts.Evaluator) -> None:
+    def __init__(self, inner: search_tree.Evaluator) -> None:
         self.inner = inner
         self.num_evaluations = 0
 
@@ -256,10 +256,10 @@ class _Game:
 
 
 def play_games(
-    evaluator: mcts.Evaluator,
+    evaluator: search_tree.Evaluator,
     num_games: int,
     config: SelfPlayConfig,
-    search: mcts.SearchConfig,
+    search: search_tree.SearchConfig,
     rng: np.random.Generator,
     *,
     on_game_done: Callable[[GameRecord], None] | None = None,
@@ -284,7 +284,7 @@ def play_games(
             started += 1
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
-        tree = mcts.Tree(positions, masks, capacity=search.num_simulations + 1)
+        tree = search_tree.Tree(positions, masks, capacity=search.num_simulations + 1)
         mcts.search(tree, searched_with, search, rng=rng)
         policy = mcts.policy_from_visits(tree.root_visits())
         greedy = mcts.best_cols(tree)
@@ -410,7 +410,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return np.unpackbits(x.view(np.uint8).reshape(*x.shape, 8), axis=-1).sum(axis=-1, dtype=np.int64)
 
 
-def _leaf_depths(tree: mcts.Tree) -> tuple[np.ndarray, np.ndarray]:
+def _leaf_depths(tree: search_tree.Tree) -> tuple[np.ndarray, np.ndarray]:
     """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search.
 
     A node's depth below the root is its number of stones minus the root's.

@@ -6,14 +6,14 @@ import time
 
 from connectx_az.agent.backends import OnnxRuntimeEvaluator
 from connectx_az.benchmarks import pons
-from connectx_az.engine import mcts
+from connectx_az.engine import search_tree
 
 evaluators = {name: OnnxRuntimeEvaluator(path) for name, path in (arg.split("=", 1) for arg in sys.argv[2:])}
 out = {}
 for c in (1.0, 1.5, 2.0, 3.0):
     for name, ev in evaluators.items():
         t = time.time()
-        r = pons.search_mistake_rates(ev, mcts.SearchConfig(num_simulations=800, c_puct=c),
+        r = pons.search_mistake_rates(ev, search_tree.SearchConfig(num_simulations=800, c_puct=c),
                                       sets=["Begin-Hard", "Begin-Medium"])
         out[f"{name}@{c}"] = {x.name: x.mistake_rate for x in r}
         print(name, c, {x.name: round(100 * x.mistake_rate, 1) for x in r}, f"{time.time() - t:.0f}s", flush=True)

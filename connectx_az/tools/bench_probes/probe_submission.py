@@ -32,9 +32,9 @@ def main() -> None:
     evaluator = player.load_model()
     decode_done = time.perf_counter()
     # the first tiny search: one batch of leaves from the empty board
-    tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
+    tiny = search_tree.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
                              num_parallel=template.CONFIG.search.num_parallel)
-    tree = mcts.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
+    tree = search_tree.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
     mcts.search(tree, evaluator, tiny)
     search_done = time.perf_counter()
     rss_loaded = rss_mb()
