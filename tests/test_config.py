@@ -122,7 +122,7 @@ def test_every_preset_carries_the_recipe() -> None:
         assert (cfg.train.lr_schedule, cfg.train.lr_schedule_start, cfg.train.value_mix) == ("cosine", 0, 0.5)
         assert cfg.train.solved_labels == label_files.BUILTIN and cfg.train.solved_per_batch > 0, name
         train = cfg.train
-        assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
+        assert (train.solved_policy, train.solved_max_plies) == (True, 12), name
 
 
 #: what a preset may set: sizes, and how the work is spread over the machine; the rest is the recipe, the defaults

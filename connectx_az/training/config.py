@@ -81,8 +81,6 @@ PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
 
 LR_SCHEDULES = ("constant", "cosine")
-#: how the best moves of a proven position score the policy (``TrainConfig.solved_policy_target``)
-SOLVED_POLICY_TARGETS = ("uniform", "any")
 #: Settings that lost their ablations and left the package (docs/ablations.md names the commit that still runs
 #: each), with the value at which they did what the code does now (``None``: any value, a setting read only beside
 #: another of them).  The shipped checkpoint's config holds them: a saved config loads without them where they
@@ -94,6 +92,7 @@ RETIRED: dict[str, Any] = {
     "selfplay.adjudicate_empty": 0, "selfplay.adjudicate_nodes": None,
     "selfplay.temperature_late": 0.0,
     "mcts.fpu_absolute": False, "mcts.dirichlet_alpha_total": 0.0,
+    "train.solved_policy_target": "any",
 }
 
 
@@ -123,15 +122,13 @@ class TrainConfig:
     replay_growth: float = 0.0
     # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
     # them join each batch, value loss only (target: the proven result); 0 turns them off.
-    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too
-    # (target: uniform over the moves that keep the result).  ``solved_policy_target``: "uniform"
-    # (cross-entropy against that uniform target) or "any" (-log of the probability the policy puts
-    # on those moves together: any of them is right, and the policy may stay sharp on one).
+    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too, as -log of
+    # the probability the policy puts on the moves that keep the result together (any of them is
+    # right, and the policy may stay sharp on one: ``train.proven_policy_terms``).
     # ``solved_max_plies``: only the file's positions of at most that many plies (the opening); 0: all.
     solved_labels: str = "builtin"
     solved_per_batch: int = 128
     solved_policy: bool = True
-    solved_policy_target: str = "any"
     solved_max_plies: int = 12
     # Training precision (``network.train_autocast_dtype``): "float32", or "bfloat16" autocast of the
     # forward pass (weights, gradients and AdamW stay float32), or "auto": bfloat16 where inference would
@@ -156,15 +153,10 @@ class TrainConfig:
                              "(a file written by `connectx-az label`)")
         if self.solved_policy and not self.solved_per_batch:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
-        if self.solved_policy_target not in SOLVED_POLICY_TARGETS:
-            raise ValueError(f"train.solved_policy_target must be one of {', '.join(SOLVED_POLICY_TARGETS)}, "
-                             f"not {self.solved_policy_target!r}")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
         if self.precision not in TRAIN_PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {self.precision!r}")
-        if self.solved_policy_target != "uniform" and not self.solved_policy:
-            raise ValueError("train.solved_policy_target applies to best moves: set train.solved_policy=true too")
 
     def lr_at(self, generation: int, num_generations: int) -> float:
         """The learning rate of ``generation`` in a run of ``num_generations``."""
