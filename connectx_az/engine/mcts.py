@@ -221,7 +221,8 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
 
 def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
+    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks, where the batched
+    version's dozen numpy calls would cost more than the work.
 
     Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth
     int[K]``).  Returns ``leaf int[K]`` and the leaves that still need the
