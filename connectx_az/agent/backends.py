@@ -2,7 +2,7 @@
 
 Pasted into ``submission.py`` before the agent (``builder``); numpy and the
 standard library only, onnxruntime inside guarded imports.  Every
-evaluator is an ``search_tree.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
+evaluator is a ``search_tree.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
 float32[M, 7], value float32[M])``, side to move.  ``OnnxRuntimeEvaluator`` (a model
 from a file or bytes, its errors named: ``ModelError``) is what grading, the arena and the export's
 parity check run; it needs onnxruntime but not torch.
