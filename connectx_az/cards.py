@@ -19,8 +19,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from connectx_az.errors import UserError
 
-class CardError(ValueError):
+
+class CardError(UserError, ValueError):
     """A model card that cannot be read."""
 
 

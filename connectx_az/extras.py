@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from connectx_az.errors import UserError
+
 #: import name -> (name to install, the extra of pyproject.toml that installs it)
 PACKAGES: dict[str, tuple[str, str]] = {
     "torch": ("torch", "train"),
@@ -28,7 +30,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
 MAKE_TARGETS = {"eval": "install-eval", "train": "install-train", "validate": "install-validate"}
 
 
-class MissingPackage(ImportError):
+class MissingPackage(UserError, ImportError):
     """Optional packages a command needs are not installed; the message says how to install them."""
 
 

@@ -681,3 +681,28 @@ def test_validate_stops_at_a_broken_move_in_one_line_and_keeps_another_files_rep
                                               "raised KeyError: 'lost my book'; validation stops at the file's first "
                                               "broken move")
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "build").rglob("*")) == replays
+
+
+def test_workers_above_one_need_fork_for_the_book_and_the_labels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    for command in (["book", str(tmp_path / "state.bin"), "--depth", "1", "--workers", "2"],
+                    ["label", str(tmp_path / "labels.npz"), "--workers", "2"]):
+        assert cli_main.main(command) == 2, command
+        assert "--workers above 1 needs processes started by fork" in capsys.readouterr().err, command
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_errors_a_user_sees_share_one_base_class() -> None:
+    from connectx_az import cards, errors, extras
+    from connectx_az.evaluation import reports
+    from connectx_az.tools import builder, compare
+    from connectx_az.training import config, network
+
+    for error in (config.ConfigError, network.CheckpointError, cards.CardError, builder.BuildError,
+                  compare.CompareError, reports.ReportError, extras.MissingPackage):
+        assert issubclass(error, errors.UserError), error
+    assert errors.UserError in cli_main.user_errors()
+    assert cli_main.main(["train", "RUN", "--preset", "huge"]) == 2  # a ConfigError: one line, no traceback

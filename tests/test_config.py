@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectx_az.benchmarks import pons
-from connectx_az.training import config, gumbel
+from connectx_az.training import config
 from connectx_az.training import labels as label_files
 
 
@@ -32,8 +32,7 @@ def test_overrides_and_unknown_keys() -> None:
 @pytest.mark.parametrize(("key", "listed", "meant"), [
     ("mcts.sims", "valid keys: mcts.{num_simulations, c_puct, ", None),
     ("net.blocks", "valid keys: net.{num_blocks, num_filters, ", "net.num_blocks"),
-    ("selfplay.gumbel.enable", "valid keys: selfplay.gumbel.{enabled, considered, ", "selfplay.gumbel.enabled"),
-    ("selfplay.games", "fast_simulations, num_workers, adjudicate_empty, adjudicate_nodes, cache_positions, gumbel.*}",
+    ("selfplay.games", "prefix_max_plies, fork_share, num_workers, cache_positions}",
      "selfplay.num_games"),
     ("num_generation", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", "num_generations"),
     ("foo.bar", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", None),
@@ -92,18 +91,24 @@ def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> N
         "connectx-az train RUN --preset cpu --workers 0 --set num_generations=7"
 
 
-def test_a_config_saved_with_the_gumbel_settings_under_mcts_still_loads(tmp_path: Path) -> None:
-    # Runs saved before the Gumbel root moved to selfplay.gumbel kept its settings in "mcts".
+def test_a_saved_config_with_a_setting_that_left_loads_where_it_did_what_the_code_does(tmp_path: Path) -> None:
+    # the shipped checkpoint's config holds the Gumbel root's settings, switched off
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
-    del saved["selfplay"]["gumbel"]
-    saved["mcts"].update(gumbel=False, gumbel_considered=16, gumbel_c_visit=50.0, gumbel_c_scale=0.1)
+    saved["selfplay"]["gumbel"] = {"enabled": False, "considered": 16, "c_visit": 50.0, "c_scale": 0.1}
+    assert config.from_dict(saved) == config.make_config("cpu", overrides=["seed=3"])
     assert config.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
-    saved["mcts"].update(gumbel=True, gumbel_considered=8, gumbel_c_visit=40.0, gumbel_c_scale=0.2)
+    saved["selfplay"]["gumbel"]["enabled"] = True
     (tmp_path / "config.json").write_text(json.dumps(saved))
-    loaded = config.load_config(tmp_path)
-    assert loaded.selfplay.gumbel == gumbel.GumbelConfig(enabled=True, considered=8, c_visit=40.0, c_scale=0.2)
-    assert loaded == config.make_config("cpu", overrides=["seed=3", "mcts.gumbel=true", "mcts.gumbel_considered=8",
-                                                          "mcts.gumbel_c_visit=40", "mcts.gumbel_c_scale=0.2"])
+    with pytest.raises(config.ConfigError, match=r"^selfplay.gumbel.enabled=true: this setting has left the package"):
+        config.load_config(tmp_path)
+    with pytest.raises(config.ConfigError, match="unknown config key 'selfplay.gumbel.enabled'"):
+        config.make_config("cpu", overrides=["selfplay.gumbel.enabled=false"])
+
+
+def test_the_shipped_checkpoints_config_loads_as_its_preset() -> None:
+    torch = pytest.importorskip("torch")
+    data = torch.load(Path(config.__file__).parents[1] / "models" / "default.pt", weights_only=True, map_location="cpu")
+    assert config.train_command(data["config"]) == "connectx-az train RUN --preset cpu --workers 0"
 
 
 def test_every_preset_carries_the_recipe() -> None:
@@ -117,8 +122,20 @@ def test_every_preset_carries_the_recipe() -> None:
         assert (cfg.train.lr_schedule, cfg.train.lr_schedule_start, cfg.train.value_mix) == ("cosine", 0, 0.5)
         assert cfg.train.solved_labels == label_files.BUILTIN and cfg.train.solved_per_batch > 0, name
         train = cfg.train
-        assert (train.solved_policy, train.solved_policy_target, train.solved_max_plies) == (True, "any", 12), name
-        assert cfg.selfplay.full_search_prob == 1.0 and not cfg.selfplay.gumbel.enabled, name
+        assert (train.solved_policy, train.solved_max_plies) == (True, 12), name
+
+
+#: what a preset may set: sizes, and how the work is spread over the machine; the rest is the recipe, the defaults
+SIZES = {"net.num_blocks", "net.num_filters", "net.value_hidden", "mcts.num_simulations", "selfplay.num_games",
+         "selfplay.num_parallel_games", "selfplay.num_workers", "selfplay.cache_positions", "train.batch_size",
+         "train.steps_per_generation", "train.replay_generations", "train.replay_max_positions",
+         "train.solved_per_batch", "num_generations", "eval_positions", "threads"}
+
+
+def test_the_defaults_are_the_recipe_and_a_preset_sets_only_sizes() -> None:
+    for name, preset in config.PRESETS.items():
+        assert set(config._leaves(preset)) <= SIZES, name
+    assert config.RunConfig().net == config.make_config("cpu").net  # the shipped network's shape, heads included
 
 
 def test_the_cosine_spans_the_runs_own_generations() -> None:

@@ -36,7 +36,7 @@ class Tier:
 
 #: the import order, from the bottom up (engine < agent < benchmarks < training, evaluation < tools < cli)
 TIERS = (
-    Tier("support", 0, packages="none"),  # files, extras, cards, paths: the top-level modules
+    Tier("support", 0, packages="none"),  # files, extras, cards, paths, errors: the top-level modules
     Tier("engine", 1, pasted=True),
     Tier("agent", 2, pasted=True),
     Tier("benchmarks", 3, packages="numpy"),
@@ -175,7 +175,7 @@ def test_the_builder_pastes_exactly_the_pasted_tiers() -> None:
 
 def test_every_module_is_in_a_tier() -> None:
     top = {module for module in MODULES if "." not in module}
-    assert top == {"__init__", "files", "extras", "cards", "paths"}  # support
+    assert top == {"__init__", "files", "extras", "cards", "paths", "errors"}  # support
     assert {module.split(".")[0] for module in MODULES if "." in module} == FOLDERS
 
 

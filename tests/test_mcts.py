@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import UniformEvaluator
 
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 
 
 class SymmetricEvaluator:
@@ -27,8 +27,9 @@ class SymmetricEvaluator:
         return logits.astype(np.float32), value.astype(np.float32)
 
 
-def _tree(*positions: tuple[int, int]) -> mcts.Tree:
-    return mcts.Tree(np.array([p for p, _ in positions], np.uint64), np.array([m for _, m in positions], np.uint64))
+def _tree(*positions: tuple[int, int]) -> search_tree.Tree:
+    return search_tree.Tree(np.array([p for p, _ in positions], np.uint64),
+                            np.array([m for _, m in positions], np.uint64))
 
 
 def test_takes_an_immediate_win() -> None:
@@ -42,7 +43,7 @@ def test_takes_an_immediate_win() -> None:
         x.o.o..
     """)
     tree = _tree((position, mask))
-    mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=50))
+    mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=50))
     assert mcts.best_cols(tree)[0] == 0
     assert tree.root_proven()[0] == 1
 
@@ -53,7 +54,7 @@ def test_blocks_an_immediate_loss() -> None:
     assert game.to_ascii(position, mask) == "\n".join(
         [".......", ".......", ".......", "...o...", "...o...", "xxxo..o"])
     tree = _tree((position, mask))
-    mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=300))
+    mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=300))
     assert mcts.best_cols(tree)[0] == 3
     # Every other move loses at once, and the search has proven it.
     values = tree.proven_child_values()[0]
@@ -63,7 +64,7 @@ def test_blocks_an_immediate_loss() -> None:
 def test_double_threat_is_proven_lost() -> None:
     position, mask = game.from_moves("41526")  # o (to move) faces open threes on both sides
     tree = _tree((position, mask))
-    sims = mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=2000))
+    sims = mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=2000))
     assert tree.root_proven()[0] == -1
     assert sims < 2000  # the search stops once the root is decided
 
@@ -71,7 +72,7 @@ def test_double_threat_is_proven_lost() -> None:
 def test_mirrored_positions_give_mirrored_visits() -> None:
     rng = np.random.default_rng(3)
     evaluator = SymmetricEvaluator()
-    config = mcts.SearchConfig(num_simulations=300)
+    config = search_tree.SearchConfig(num_simulations=300)
     for _ in range(5):
         position, mask = game.initial()
         for _ in range(int(rng.integers(2, 12))):
@@ -88,7 +89,7 @@ def test_mirrored_positions_give_mirrored_visits() -> None:
 
 def test_batched_trees_match_single_trees() -> None:
     evaluator = SymmetricEvaluator(1)
-    config = mcts.SearchConfig(num_simulations=64)
+    config = search_tree.SearchConfig(num_simulations=64)
     positions = [game.from_moves(m) for m in ("4", "44", "3312", "445566")]
     together = _tree(*positions)
     mcts.search(together, evaluator, config)
@@ -101,7 +102,7 @@ def test_batched_trees_match_single_trees() -> None:
 def test_one_network_call_per_step_for_all_trees() -> None:
     evaluator = UniformEvaluator()
     tree = _tree(*[game.initial()] * 16)
-    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=10))
+    mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=10))
     assert evaluator.num_calls == 11  # the roots, then one call per simulation step
     assert np.all(tree.root_visits().sum(axis=1) == 10)
 
@@ -110,7 +111,7 @@ def test_one_network_call_per_step_for_all_trees() -> None:
 def test_virtual_loss_batches_leave_consistent_counts(num_parallel: int) -> None:
     evaluator = SymmetricEvaluator(2)
     tree = _tree(game.from_moves("44"))
-    sims = mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    sims = mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=400, num_parallel=num_parallel))
     visits = tree.root_visits()[0]
     assert visits.sum() == sims
     assert np.all(tree.visits >= 0)
@@ -125,8 +126,8 @@ def test_virtual_loss_batches_leave_consistent_counts(num_parallel: int) -> None
 def test_capacity_grows_and_deadline_stops() -> None:
     import time
 
-    tree = mcts.Tree(np.zeros(1, np.uint64), np.zeros(1, np.uint64), capacity=4)
-    sims = mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=10**9),
+    tree = search_tree.Tree(np.zeros(1, np.uint64), np.zeros(1, np.uint64), capacity=4)
+    sims = mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=10**9),
                        deadline=time.perf_counter() + 0.2)
     assert 10 < sims < 10**9
     assert tree.capacity >= tree.num_nodes[0]
@@ -134,7 +135,7 @@ def test_capacity_grows_and_deadline_stops() -> None:
 
 def test_advance_keeps_the_subtree() -> None:
     tree = _tree(game.initial())
-    config = mcts.SearchConfig(num_simulations=200)
+    config = search_tree.SearchConfig(num_simulations=200)
     mcts.search(tree, SymmetricEvaluator(), config)
     col = int(mcts.best_cols(tree)[0])
     reply = int(np.argmax(tree.visits[0, tree.children[0, 0, col]]))
@@ -149,7 +150,8 @@ def test_root_noise_is_reproducible_and_legal_only() -> None:
     position, mask = game.from_moves("1111112")
     trees = [_tree((position, mask)) for _ in range(2)]
     for tree in trees:
-        mcts.search(tree, UniformEvaluator(), mcts.SearchConfig(num_simulations=20), rng=np.random.default_rng(7))
+        mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=20),
+                    rng=np.random.default_rng(7))
     np.testing.assert_array_equal(trees[0].prior[0, 0], trees[1].prior[0, 0])
     assert trees[0].prior[0, 0, 0] == 0  # column 1 is full
     assert abs(trees[0].prior[0, 0].sum() - 1) < 1e-5
@@ -159,12 +161,11 @@ _TREE_FIELDS = ("position", "mask", "net_value", "is_expanded", "proven", "node_
                 "children", "legal_mask", "prior", "visits", "value_sum", "edge_proven", "score_bias")
 
 
-@pytest.mark.parametrize(("num_parallel", "fpu_absolute"), [(1, False), (8, False), (8, True)])
+@pytest.mark.parametrize(("num_parallel", "fpu_reduction"), [(1, 0.2), (8, 0.2), (8, -0.3)])
 @pytest.mark.parametrize("moves", ["44", "41526", "43443322"])
-def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int, fpu_absolute: bool) -> None:
+def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int, fpu_reduction: float) -> None:
     # One tree takes the scalar walk (_select_one); two trees take the batched one.
-    config = mcts.SearchConfig(num_simulations=240, num_parallel=num_parallel, fpu_absolute=fpu_absolute,
-                               fpu_reduction=-0.3 if fpu_absolute else 0.2)
+    config = search_tree.SearchConfig(num_simulations=240, num_parallel=num_parallel, fpu_reduction=fpu_reduction)
     position = game.from_moves(moves)
     alone = _tree(position)
     together = _tree(position, game.from_moves("3"))
@@ -179,7 +180,7 @@ def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int
 @pytest.mark.parametrize("num_parallel", [1, 8])
 def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
     tree = _tree(game.from_moves("43443322"), game.from_moves("41526"), game.initial())
-    mcts.search(tree, SymmetricEvaluator(6), mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    mcts.search(tree, SymmetricEvaluator(6), search_tree.SearchConfig(num_simulations=400, num_parallel=num_parallel))
     for b in range(tree.batch_size):
         n = int(tree.num_nodes[b])
         np.testing.assert_array_equal(tree.node_visits[b, :n], tree.visits[b, :n].sum(axis=1))
@@ -193,11 +194,11 @@ def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
     assert all((~np.isnan(tree.proven[b])).sum() > 10 for b in (0, 1))  # the solver was exercised
 
 
-@pytest.mark.parametrize("fpu_absolute", [False, True])
-def test_scalar_scores_match_the_batched_scores(fpu_absolute: bool) -> None:
+@pytest.mark.parametrize("fpu_reduction", [0.3, -0.4])
+def test_scalar_scores_match_the_batched_scores(fpu_reduction: float) -> None:
     # Rows with visited and unvisited edges, illegal and proven moves, and exact ties.
     rng = np.random.default_rng(8)
-    config = mcts.SearchConfig(c_puct=1.7, fpu_reduction=0.3, fpu_absolute=fpu_absolute)
+    config = search_tree.SearchConfig(c_puct=1.7, fpu_reduction=fpu_reduction)
     m = 500
     visits = rng.integers(0, 4, (m, 7)).astype(np.float32) * rng.integers(0, 2, (m, 7))
     value_sum = (rng.uniform(-1, 1, (m, 7)) * visits).astype(np.float32)
@@ -210,12 +211,11 @@ def test_scalar_scores_match_the_batched_scores(fpu_absolute: bool) -> None:
     expected = mcts._puct_score(visits, value_sum, prior, score_bias, node_visits, node_value, config).argmax(axis=1)
     for i in range(m):
         got = mcts._puct_argmax(visits[i].tolist(), value_sum[i].tolist(), prior[i].tolist(), score_bias[i].tolist(),
-                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction,
-                                config.fpu_absolute)
+                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction)
         assert got == expected[i], i
 
 
-def test_first_play_urgency_is_relative_to_the_parent_or_absolute() -> None:
+def test_first_play_urgency_is_relative_to_the_parent() -> None:
     # One node: 4 visits of value +0.5 on column 0, the net's value 0.5; the other columns unvisited.
     visits = np.array([[4, 0, 0, 0, 0, 0, 0]], np.float32)
     value_sum = np.array([[2, 0, 0, 0, 0, 0, 0]], np.float32)
@@ -223,38 +223,17 @@ def test_first_play_urgency_is_relative_to_the_parent_or_absolute() -> None:
     bias = np.zeros((1, 7), np.float32)
     node_value = np.array([0.5 + 2.0])  # net value + backed-up sum: a mean of 0.5 over 1 + 4
     u = 1 / 7 * (1.5 * np.sqrt(4.0))  # the prior term of an unvisited edge at c_puct 1.5
-    relative = mcts.SearchConfig(c_puct=1.5, fpu_reduction=0.2)
+    relative = search_tree.SearchConfig(c_puct=1.5, fpu_reduction=0.2)
     score = mcts._puct_score(visits, value_sum, prior, bias, visits.sum(axis=1), node_value, relative)
     np.testing.assert_allclose(score[0, 1:], 0.5 - 0.2 + u)
-    # A published FPU of 0.85 on a [0, 1] scale: an unvisited move counts as worth 0.7 whatever the parent.
-    absolute = mcts.SearchConfig(c_puct=1.5, fpu_reduction=-0.7, fpu_absolute=True)
-    score = mcts._puct_score(visits, value_sum, prior, bias, visits.sum(axis=1), node_value, absolute)
-    np.testing.assert_allclose(score[0, 1:], 0.7 + u)
     assert score[0, 0] == pytest.approx(0.5 + 1 / 7 * 1.5 * 2 / 5)
     with pytest.raises(ValueError, match="fpu_reduction"):
-        mcts.SearchConfig(fpu_reduction=3.0)
-
-
-def test_dirichlet_alpha_total_spreads_over_the_legal_moves() -> None:
-    # Roots with 7 and with 5 legal moves; alpha = total / legal moves at each root.
-    full_two = game.from_moves("111111777777")
-    config = mcts.SearchConfig(dirichlet_alpha_total=20.0, dirichlet_fraction=1.0)
-    tree = _tree(game.from_moves(""), full_two)
-    mcts.expand(tree, np.arange(2), np.zeros(2, np.intp), UniformEvaluator())
-    mcts.add_root_noise(tree, np.random.default_rng(3), config)
-    alpha = np.array([[20 / 7] * 7, [20 / 5] * 7])
-    gamma = np.random.default_rng(3).gamma(alpha) * tree.legal_mask[:, 0]
-    np.testing.assert_allclose(tree.prior[:, 0], gamma / gamma.sum(axis=1, keepdims=True), rtol=1e-6)
-    assert np.all(tree.prior[1, 0, [0, 6]] == 0)
-    # Off (0) by default: every root draws at dirichlet_alpha, as before.
-    assert mcts.SearchConfig().dirichlet_alpha_total == 0
-    with pytest.raises(ValueError, match="dirichlet_alpha_total"):
-        mcts.SearchConfig(dirichlet_alpha_total=-1.0)
+        search_tree.SearchConfig(fpu_reduction=3.0)
 
 
 def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
     # The agent's pattern: search, keep the subtree below two plies, search again.
-    config = mcts.SearchConfig(num_simulations=160, num_parallel=8)
+    config = search_tree.SearchConfig(num_simulations=160, num_parallel=8)
     alone, together = _tree(game.from_moves("44")), _tree(game.from_moves("44"), game.from_moves("3"))
     for tree in (alone, together):
         mcts.search(tree, SymmetricEvaluator(7), config)
@@ -294,7 +273,7 @@ def test_the_backup_credits_a_value_one_ply_down_to_the_player_who_moved(num_par
     # -0.8), and x's stone at the foot of column 5 -0.8: the search must seek the first move and shun the second.
     tree = _tree(game.from_moves("44"))
     evaluator = StoneValues({(("x", 0),): 0.8, (("x", 5),): -0.8})
-    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=200, num_parallel=num_parallel))
+    mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=200, num_parallel=num_parallel))
     visits = tree.root_visits()[0]
     assert mcts.best_cols(tree)[0] == 0 and visits[0] > 0.5 * visits.sum(), visits
     assert visits[5] == visits.min(), visits
@@ -307,7 +286,7 @@ def test_the_backup_credits_a_value_two_plies_down_to_the_side_to_move_there(num
     # stones have a value.  So after column 0 o must find the reply 6, and x, seeing it, must avoid column 0.
     tree = _tree(game.from_moves("44"))
     evaluator = StoneValues({(("x", 0), ("o", 6)): -0.8})
-    mcts.search(tree, evaluator, mcts.SearchConfig(num_simulations=400, num_parallel=num_parallel))
+    mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=400, num_parallel=num_parallel))
     visits = tree.root_visits()[0]
     assert visits[0] == visits.min() and mcts.best_cols(tree)[0] != 0, visits
     child = int(tree.children[0, tree.root[0], 0])

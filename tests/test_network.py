@@ -229,25 +229,13 @@ def test_a_gpu_torch_cannot_use_is_refused_before_the_run_folder_is_written(
 # --------------------------------------------------------------------------- head widths
 
 
-def test_default_heads_are_the_architecture_of_old_checkpoints(tmp_path) -> None:
+def test_default_heads_are_the_recipes_and_a_label_names_heads_other_than_the_first_networks() -> None:
     shapes = {k: tuple(v.shape) for k, v in network.PolicyValueNet(network.NetConfig()).state_dict().items()}
-    assert shapes["policy_conv.0.weight"] == (2, 64, 1, 1) and shapes["policy_fc.weight"] == (7, 84)
-    assert shapes["value_conv.0.weight"] == (1, 64, 1, 1) and shapes["value_fc1.weight"] == (64, 42)
-    # A checkpoint saved before the head keys existed (generation 150, shipped until 2026-11-24)
-    # loads as that architecture.
-    path = tmp_path / "old.pt"
-    network.save_checkpoint(path, network.PolicyValueNet(network.NetConfig()))
-    data = torch.load(path, weights_only=True)
-    for key in ("policy_filters", "value_filters", "value_pool"):
-        del data["net_config"][key]
-    torch.save(data, path)
-    old_net, data = network.load_checkpoint(path)
-    assert "value_filters" not in data["net_config"] and old_net.config == network.NetConfig()
-    # So does a run's config.json from then.
-    old = config.to_dict(config.make_config("cpu"))
-    for key in ("policy_filters", "value_filters", "value_pool"):
-        del old["net"][key]
-    assert config.from_dict(old).net == network.NetConfig()
+    assert shapes["policy_conv.0.weight"] == (32, 64, 1, 1) and shapes["policy_fc.weight"] == (7, 32 * 42)
+    assert shapes["value_conv.0.weight"] == (32, 64, 1, 1) and shapes["value_fc1.weight"] == (64, 32 * 42 + 64)
+    assert network.NetConfig().label == "4x64 p32 v32+pool"
+    plain = dict(zip(("policy_filters", "value_filters", "value_pool"), config.PLAIN_HEADS, strict=True))
+    assert network.NetConfig(**plain).label == "4x64"
 
 
 def test_wide_heads_with_pooling_and_a_warm_start_from_a_narrow_net(tmp_path) -> None:
@@ -257,7 +245,8 @@ def test_wide_heads_with_pooling_and_a_warm_start_from_a_narrow_net(tmp_path) ->
     logits, value = net(torch.zeros(3, 2, 6, 7))
     assert logits.shape == (3, 7) and value.shape == (3,)
     assert net.value_fc1.in_features == 32 * 42 + 16 and net.policy_fc.in_features == 32 * 42
-    narrow = network.PolicyValueNet(network.NetConfig(num_blocks=1, num_filters=16))
+    narrow = network.PolicyValueNet(network.NetConfig(num_blocks=1, num_filters=16, policy_filters=2, value_filters=1,
+                                                      value_pool=False))
     path = tmp_path / "narrow.pt"
     network.save_checkpoint(path, narrow)
     with pytest.raises(network.CheckpointError, match="holds a 1x16 network but a 1x16 p32 v32"):

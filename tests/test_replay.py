@@ -14,7 +14,7 @@ def test_replay_window_mirrors_and_dedupes(tmp_path: Path) -> None:
     obs[:, 0, 5, 0] = 1  # the same position three times: a stone in the bottom-left corner
     policy = np.array([[1, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0]], np.float32)
     value = np.array([1, -1, 0], np.float32)
-    record = selfplay.GameRecord(obs, policy, value, value, 3, 1)
+    record = selfplay.GameRecord(obs, policy, value, value)
     replay.write_shard(tmp_path, 0, [record])
     data = replay.load_window(tmp_path, up_to_generation=0, num_generations=1, max_positions=100, dedupe=True)
     assert len(data) == 1
@@ -31,7 +31,7 @@ def test_value_mix_blends_result_and_search_value(tmp_path: Path) -> None:
     obs = np.zeros((2, 2, 6, 7), np.uint8)
     obs[1, 0, 5, 3] = 1
     policy = np.full((2, 7), 1 / 7, np.float32)
-    record = selfplay.GameRecord(obs, policy, np.array([1, -1], np.float32), np.array([0.2, -0.6], np.float32), 2, 1)
+    record = selfplay.GameRecord(obs, policy, np.array([1, -1], np.float32), np.array([0.2, -0.6], np.float32))
     replay.write_shard(tmp_path, 0, [record])
     window = {"up_to_generation": 0, "num_generations": 1, "max_positions": 10, "dedupe": False}
     np.testing.assert_allclose(replay.load_window(tmp_path, **window).value, [1, -1])

@@ -1,4 +1,4 @@
-"""Self-play records: consistent targets, adjudication, Gumbel policies."""
+"""Self-play records: consistent targets, openings, the temperature, the cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az.engine import game, mcts, solver
+from connectx_az.engine import game, mcts, search_tree
 from connectx_az.training import config, selfplay
 from connectx_az.training.network import NetConfig, PolicyValueNet, TorchEvaluator
 
@@ -24,61 +24,13 @@ def test_selfplay_records_have_consistent_targets() -> None:
     records, stats = selfplay.play_games(TorchEvaluator(net), 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert stats.num_games == 6 == len(records)
     assert_consistent_records(records)
-    assert all(r.adjudicated_ply == -1 for r in records) and stats.adjudicated_rate == 0  # off by default
-
-
-def test_adjudication_labels_the_earlier_positions_with_the_solved_result(make_net) -> None:
-    empty = 20
-    cfg = config.make_config("smoke", overrides=[*PLAIN, f"selfplay.adjudicate_empty={empty}"])
-    records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 8, cfg.selfplay, cfg.mcts,
-                                         np.random.default_rng(0))
-    assert_consistent_records(records)
-    adjudicated = [r for r in records if r.adjudicated_ply >= 0]
-    assert adjudicated and stats.adjudicated_rate == len(adjudicated) / len(records)
-    # only games that reached `empty` empty cells, at the first such position, and by the solver's result
-    assert all(r.num_plies > game.NUM_CELLS - empty for r in adjudicated)
-    assert all(r.adjudicated_ply == -1 for r in records if r.num_plies <= game.NUM_CELLS - empty)
-    judge = solver.Solver()
-    for r in adjudicated:
-        assert r.adjudicated_ply == game.NUM_CELLS - empty
-        score = judge.solve(*game.decode(r.obs[r.adjudicated_ply]), weak=True)
-        assert r.adjudicated_result == (score if r.adjudicated_ply % 2 == 0 else -score)
-    flips = [r for r in adjudicated if r.adjudicated_result != r.first_player_result]
-    assert flips, "no game was blundered after the adjudication: the test does not show the labels change"
-    assert stats.adjudication_flip_rate == len(flips) / len(adjudicated)
-    with pytest.raises(config.ConfigError, match="adjudicate_empty"):
-        config.make_config("smoke", overrides=[*PLAIN, f"selfplay.adjudicate_empty={game.NUM_CELLS}"])
-
-
-def test_gumbel_selfplay_records_improved_policies_over_legal_moves(make_net) -> None:
-    cfg = config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=true", "mcts.gumbel_considered=4",
-                                                 "mcts.num_simulations=16", "mcts.gumbel_c_scale=0.1"])
-    assert cfg.selfplay.gumbel.enabled is True and cfg.selfplay.gumbel.considered == 4
-    evaluator = TorchEvaluator(make_net(0))  # fixed weights: its games fill some columns
-    records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
-    assert len(records) == 6
-    assert_consistent_records(records)
-    policy = np.concatenate([r.policy for r in records])
-    obs = np.concatenate([r.obs for r in records])
-    full = obs[:, :, 0, :].any(axis=1)  # row 0 is the top: a stone there fills the column
-    assert full.any()  # the check below is exercised
-    assert np.all(policy[full] == 0)
-    # Completed Q values: every legal move keeps some mass, though only 4 of them were searched.
-    assert np.all(policy[~full] > 0)
-    again, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
-    for a, b in zip(records, again, strict=True):
-        np.testing.assert_array_equal(a.obs, b.obs)
-    with pytest.raises(config.ConfigError, match="expected true or false"):
-        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel=maybe"])
-    with pytest.raises(config.ConfigError, match="gumbel.considered"):
-        config.make_config("smoke", overrides=[*PLAIN, "mcts.gumbel_considered=0"])
 
 
 def test_mcts_with_a_network_is_legal_everywhere() -> None:
     net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8))
     position, mask = game.from_moves("1111112222223")
-    tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64))
-    mcts.search(tree, TorchEvaluator(net), mcts.SearchConfig(num_simulations=50))
+    tree = search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64))
+    mcts.search(tree, TorchEvaluator(net), search_tree.SearchConfig(num_simulations=50))
     assert game.is_legal(mask, int(mcts.best_cols(tree)[0]))
     assert tree.root_visits()[0, 0] == 0 and tree.root_visits()[0, 1] == 0
 
@@ -167,8 +119,7 @@ def test_switches_off_play_the_same_games() -> None:
     # With no shares and the default temperatures nothing extra is drawn from the generator,
     # so the games do not depend on the settings that are switched off.
     base = config.make_config("smoke", overrides=PLAIN)
-    other = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_max_plies=20",
-                                                   "selfplay.temperature_late=0"])
+    other = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_max_plies=20"])
     net = PolicyValueNet(base.net)
     runs = [selfplay.play_games(TorchEvaluator(net), 4, c.selfplay, c.mcts, np.random.default_rng(3))[0]
             for c in (base, other)]
@@ -177,7 +128,7 @@ def test_switches_off_play_the_same_games() -> None:
         np.testing.assert_array_equal(a.policy, b.policy)
 
 
-def test_sampling_temperature_sharpens_the_visits_and_skips_proven_losses() -> None:
+def test_sampling_temperature_sharpens_the_visits() -> None:
     probs = np.array([0.5, 0.3, 0.2, 0, 0, 0, 0], np.float32)
     rng = np.random.default_rng(4)
     n = 4000
@@ -185,40 +136,24 @@ def test_sampling_temperature_sharpens_the_visits_and_skips_proven_losses() -> N
         counts = np.bincount([selfplay.sample_col(probs, temperature, rng) for _ in range(n)], minlength=7)
         expected = probs.astype(np.float64) ** (1 / temperature)
         np.testing.assert_allclose(counts / n, expected / expected.sum(), atol=0.025)
-    lost = np.array([True, False, False, False, False, False, False])
-    assert {selfplay.sample_col(probs, 0.3, rng, lost=lost) for _ in range(200)} == {1, 2}
-    only = np.array([1, 0, 0, 0, 0, 0, 0], np.float32)  # every move with visits is lost: play it anyway
-    assert selfplay.sample_col(only, 1.0, rng, lost=lost) == 0
     with pytest.raises(config.ConfigError, match="temperature"):
-        config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_late=-1"])
+        config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_early=-1"])
 
 
-def test_a_late_temperature_keeps_sampling_after_the_opening(make_net) -> None:
-    # Greedy after ply 0: one game of a fixed net repeats itself; at temperature 1 throughout they differ.
+def test_the_temperature_draws_the_opening_moves_and_the_rest_are_the_most_visited(make_net) -> None:
+    # A fixed net with no root noise: greedy games repeat themselves; drawn at ply 0, they differ.
     evaluator = TorchEvaluator(make_net(0))
     greedy = config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_plies=0",
                                                     "mcts.dirichlet_fraction=0"])
-    sampled = config.override(greedy, ["selfplay.temperature_late=1.0"])
+    drawn = config.override(greedy, ["selfplay.temperature_plies=1"])
     games = {}
-    for name, cfg in (("greedy", greedy), ("sampled", sampled)):
+    for name, cfg in (("greedy", greedy), ("drawn", drawn)):
         records, _ = selfplay.play_games(evaluator, 6, cfg.selfplay, cfg.mcts, np.random.default_rng(5))
         assert_consistent_records(records)
         games[name] = {r.obs.tobytes() for r in records}
-    assert len(games["greedy"]) == 1 and len(games["sampled"]) > 1
-
-
-def test_a_game_that_starts_past_the_adjudication_ply_is_adjudicated_at_its_start(make_net) -> None:
-    empty = 16  # ply 26; prefixes of up to 30 plies start on either side of it
-    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_share=1", "selfplay.prefix_max_plies=30",
-                                                 f"selfplay.adjudicate_empty={empty}"])
-    records, _ = selfplay.play_games(TorchEvaluator(make_net(0)), 16, cfg.selfplay, cfg.mcts,
-                                     np.random.default_rng(6))
-    assert_consistent_records(records)
-    late = [r for r in records if r.start_ply >= game.NUM_CELLS - empty]
-    assert late, "no prefix started past the adjudication ply: the test does not check that case"
-    assert all(r.adjudicated_ply == r.start_ply for r in late)
-    early = [r for r in records if r.start_ply < game.NUM_CELLS - empty < r.num_plies]
-    assert early and all(r.adjudicated_ply == game.NUM_CELLS - empty for r in early)
+    assert len(games["greedy"]) == 1 and len(games["drawn"]) > 1
+    # after the opening move each game is the greedy game from there: a game is fixed by its first move
+    assert len(games["drawn"]) == len({g[: 2 * 6 * 7 * 2] for g in games["drawn"]})
 
 
 class _RowByRowEvaluator:

@@ -148,3 +148,22 @@ def test_weak_best_move_costs_what_the_proof_costs() -> None:
         col, found = chooser.best_move(*pons.position_of(p), weak=True)
         assert found == sign == _sign(p.score) and not pons.is_mistake(p, col)
         assert chooser.nodes <= proof.nodes + 10, p.moves
+
+
+def test_both_winning_cells_are_the_cells_where_a_stone_makes_four_in_a_row() -> None:
+    # solver._winning_cells (Python ints) and solver_numba's (numpy uint64, numba's kernel) are twins written apart
+    # for speed; game.is_win is the rule they must keep, cell by cell, on random boards of every density.
+    import numpy as np
+
+    from connectx_az.engine import solver, solver_numba
+
+    rng = np.random.default_rng(0)
+    cells = [1 << (col * (game.ROWS + 1) + row) for col in range(game.COLS) for row in range(game.ROWS)]
+    for _ in range(1000):  # stones fill each column from the bottom; any share of them is ``stones``'
+        mask = sum(game.BOTTOM_BITS[col] * ((1 << int(rng.integers(game.ROWS + 1))) - 1) for col in range(game.COLS))
+        stones = sum(c for c in cells if c & mask and rng.random() < 0.6)
+        if game.is_win(stones):
+            continue  # every empty cell would "complete" a line already there
+        expected = sum(c for c in cells if not c & mask and game.is_win(stones | c))
+        assert solver._winning_cells(stones, mask) == expected
+        assert int(solver_numba._winning_cells(np.uint64(stones), np.uint64(mask))) == expected

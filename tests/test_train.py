@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: overrides that turn the presets' proven positions off, for tests of those switches from nothing
 NO_LABELS = ["train.solved_labels=", "train.solved_per_batch=0", "train.solved_policy=false",
-             "train.solved_policy_target=uniform", "train.solved_max_plies=0"]
+             "train.solved_max_plies=0"]
 
 
 def test_bad_checkpoints_give_clear_errors(tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_warm_start_needs_the_same_architecture(tmp_path: Path) -> None:
     other = tmp_path / "other.pt"
     save_checkpoint(other, PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)))
     cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0"])
-    with pytest.raises(CheckpointError, match="holds a 2x8 network"):
+    with pytest.raises(CheckpointError, match="holds a 2x8 p32 v32\\+pool network"):
         train.run(tmp_path / "run", cfg, init_model=other, progress=False)
 
 
@@ -321,16 +321,14 @@ def test_the_any_target_scores_the_probability_on_the_best_moves_together() -> N
     log_probs = torch.log_softmax(logits, dim=1)
     target = torch.zeros(2, 7)
     target[0, [1, 2]] = 0.5  # two best moves; the second row has none (a lost position)
-    terms = train.proven_policy_terms(log_probs, target, "any")
+    terms = train.proven_policy_terms(log_probs, target)
     assert terms[0].item() == pytest.approx(-np.log(0.7), rel=1e-5) and terms[1].item() == 0.0
     terms.sum().backward()
     assert torch.isfinite(logits.grad).all() and logits.grad[1].abs().max() == 0.0
-    # the uniform target asks for an even share: the sharp policy still pays; "any" does not
+    # a policy sharp on one best move pays nothing, where an even share of them (the cross-entropy) would
     sharp = torch.log_softmax(torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0]]), dim=1)
-    assert train.proven_policy_terms(sharp, target[:1], "any").item() < 1e-3
-    assert train.proven_policy_terms(sharp, target[:1], "uniform").item() > 4.0
-    with pytest.raises(ValueError, match="unknown proven-policy target"):
-        train.proven_policy_terms(sharp, target[:1], "best")
+    assert train.proven_policy_terms(sharp, target[:1]).item() < 1e-3
+    assert -(target[:1] * sharp).sum().item() > 4.0
 
 
 def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
@@ -348,18 +346,11 @@ def test_the_any_target_teaches_one_of_the_best_moves_in_training() -> None:
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
     proven = replay.ReplayData(obs[2:], best, np.ones(2, np.float32))
     losses = train.train_steps(net, optimizer, selfplay, 60, 8, np.random.default_rng(0), torch.device("cpu"),
-                               progress=False, solved=proven, solved_per_batch=8, solved_target="any")
+                               progress=False, solved=proven, solved_per_batch=8)
     with torch.no_grad():
         p = torch.softmax(net(torch.from_numpy(obs[2:].astype(np.float32)))[0], dim=1)
     assert p[:, [1, 2, 4, 5]].sum(dim=1).min() > 0.8, p
     assert losses["solved_policy_loss"] < 0.5, losses  # the uniform target's floor is log 4 = 1.39
-
-
-def test_the_any_target_is_a_checked_switch() -> None:
-    with pytest.raises(ValueError, match="solved_policy_target must be one of uniform, any"):
-        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy_target=best"])
-    with pytest.raises(ValueError, match="set train.solved_policy=true too"):
-        config.make_config("smoke", overrides=[*NO_LABELS, "train.solved_policy_target=any"])
 
 
 def test_solved_policy_needs_best_moves(tmp_path: Path) -> None:

@@ -137,7 +137,8 @@ def test_what_is_not_a_resumable_run_is_refused_with_one_line(saved_run: Path, t
     (other_net / "checkpoint.pt").chmod(0o644)
     save_checkpoint(other_net / "checkpoint.pt", PolicyValueNet(NetConfig(num_blocks=2, num_filters=8)),
                     generation=1)
-    with pytest.raises(config.ConfigError, match="holds a 2x8 network but .* describes a 1x16 p32 v32\\+pool one"):
+    with pytest.raises(config.ConfigError,
+                       match="holds a 2x8 p32 v32\\+pool network but .* describes a 1x16 p32 v32\\+pool one"):
         runs.adopt_run(other_net, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 

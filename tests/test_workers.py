@@ -54,7 +54,7 @@ def _assert_same_games(a: list[selfplay.GameRecord], b: list[selfplay.GameRecord
     for x, y in zip(a, b, strict=True):
         for name in ("obs", "policy", "value", "root_value"):
             np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
-        assert (x.num_plies, x.first_player_result) == (y.num_plies, y.first_player_result)
+        assert (x.start_ply, x.opening) == (y.start_ply, y.opening)
 
 
 def test_two_workers_make_consistent_records_reproducibly() -> None:
@@ -124,7 +124,7 @@ _KILLED_PARENT = """
 import os, signal, sys
 import numpy as np
 from conftest import UniformEvaluator
-from connectx_az.engine import mcts
+from connectx_az.engine import search_tree
 from connectx_az.training import selfplay, workers
 
 def die(_):
@@ -134,8 +134,8 @@ def die(_):
 
 assert "torch" not in sys.modules
 settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
-workers.play_games(UniformEvaluator(), 40, settings, mcts.SearchConfig(num_simulations=8), np.random.default_rng(0),
-                   on_game_done=die)
+search = search_tree.SearchConfig(num_simulations=8)
+workers.play_games(UniformEvaluator(), 40, settings, search, np.random.default_rng(0), on_game_done=die)
 """
 
 

@@ -2,7 +2,7 @@
 
 Pasted into ``submission.py`` before the agent (``builder``); numpy and the
 standard library only, onnxruntime inside guarded imports.  Every
-evaluator is an ``mcts.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
+evaluator is a ``search_tree.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
 float32[M, 7], value float32[M])``, side to move.  ``OnnxRuntimeEvaluator`` (a model
 from a file or bytes, its errors named: ``ModelError``) is what grading, the arena and the export's
 parity check run; it needs onnxruntime but not torch.
@@ -34,7 +34,7 @@ class UniformEvaluator:
 
 
 class OrtEvaluator:
-    """``mcts.Evaluator`` over an onnxruntime CPU session with one thread (where onnxruntime imports)."""
+    """``search_tree.Evaluator`` over an onnxruntime CPU session with one thread (where onnxruntime imports)."""
 
     def __init__(self, data: bytes) -> None:
         import onnxruntime

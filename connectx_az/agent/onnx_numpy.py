@@ -300,7 +300,7 @@ class _Conv:
 
 
 class NumpyOnnxModel:
-    """An ONNX policy-value graph executed with numpy; also an ``mcts.Evaluator``.
+    """An ONNX policy-value graph executed with numpy; also a ``search_tree.Evaluator``.
 
     ``NumpyOnnxModel(data)`` parses the model bytes and prepares every weight;
     it raises ``ValueError`` for bytes that are not a readable ONNX model or for

@@ -58,7 +58,7 @@ import numpy as np
 
 from connectx_az.agent import backends
 from connectx_az.agent import fallback as fb
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 
 try:
     from connectx_az.engine import book
@@ -103,7 +103,7 @@ class AgentConfig:
     backends: tuple[str, ...] = backends.BACKENDS
     limit_blas_threads: bool = True
     use_book: bool = True
-    search: mcts.SearchConfig = mcts.SearchConfig(num_simulations=1_000_000_000, num_parallel=8)
+    search: search_tree.SearchConfig = search_tree.SearchConfig(num_simulations=1_000_000_000, num_parallel=8)
     tree_capacity: int = 4096
     max_tree_nodes: int = 400_000  # start a fresh tree beyond this (memory)
     safe_share: float = 0.75
@@ -203,7 +203,7 @@ class Agent:
         self.load_error = ""
         self.load_seconds = 0.0
         self.num_calls = 0
-        self.tree: mcts.Tree | None = None
+        self.tree: search_tree.Tree | None = None
         self.last: tuple[int, int, int] | None = None  # (position, mask, col) of our last searched move
         self.solver = None
         self.solver_kind = ""
@@ -253,7 +253,7 @@ class Agent:
             return None
         return None if col is None or not game.is_legal(mask, col) else int(col)
 
-    def _tree_for(self, position: int, mask: int) -> tuple[mcts.Tree, bool]:
+    def _tree_for(self, position: int, mask: int) -> tuple[search_tree.Tree, bool]:
         """``(tree, reused)``: the previous tree moved down our last move and the reply, or a new tree."""
         config = self.config
         tree, last = self.tree, self.last
@@ -268,10 +268,10 @@ class Agent:
                         if tree.advance(0, [col, reply]):
                             return tree, True
                         break
-        return mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64),
+        return search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64),
                          capacity=config.tree_capacity), False
 
-    def _reserve_nodes(self, tree: mcts.Tree, deadline: float) -> None:
+    def _reserve_nodes(self, tree: search_tree.Tree, deadline: float) -> None:
         """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over.
 
         The tree doubles its arrays when full, which took 0.1 s at 131k nodes on

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from connectx_az import paths
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 
 #: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
 SETS = {
@@ -173,7 +173,7 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
 # --------------------------------------------------------------------------- grading agents
 
 
-def choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
+def choose_policy(evaluator: search_tree.Evaluator, positions: list[tuple[int, int]]) -> list[int]:
     """Raw-policy argmax over legal columns for each position."""
     p = np.array([x[0] for x in positions], np.uint64)
     m = np.array([x[1] for x in positions], np.uint64)
@@ -181,12 +181,12 @@ def choose_policy(evaluator: mcts.Evaluator, positions: list[tuple[int, int]]) -
     return list(np.where(game.legal_mask(m), logits, -np.inf).argmax(axis=1))
 
 
-def _choose_search(evaluator: mcts.Evaluator, positions: list[tuple[int, int]],
-                   search: mcts.SearchConfig) -> list[int]:
+def _choose_search(evaluator: search_tree.Evaluator, positions: list[tuple[int, int]],
+                   search: search_tree.SearchConfig) -> list[int]:
     """MCTS (no noise) at ``search.num_simulations`` for each position, batched across positions."""
     p = np.array([x[0] for x in positions], np.uint64)
     m = np.array([x[1] for x in positions], np.uint64)
-    tree = mcts.Tree(p, m, capacity=search.num_simulations + 1)
+    tree = search_tree.Tree(p, m, capacity=search.num_simulations + 1)
     mcts.search(tree, evaluator, search)
     return list(mcts.best_cols(tree))
 
@@ -204,13 +204,13 @@ def grade_sets(choose: Callable[[list[tuple[int, int]]], list[int]], *, limit: i
     return results
 
 
-def policy_mistake_rates(evaluator: mcts.Evaluator, *, limit: int = 100) -> dict[str, float]:
+def policy_mistake_rates(evaluator: search_tree.Evaluator, *, limit: int = 100) -> dict[str, float]:
     """``{"pons_policy/<set>": mistake rate}`` of the raw policy on ``limit`` positions per set."""
     results = grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit)
     return {f"pons_policy/{r.name}": round(r.mistake_rate, 4) for r in results}
 
 
-def search_mistake_rates(evaluator: mcts.Evaluator, search: mcts.SearchConfig, *,
+def search_mistake_rates(evaluator: search_tree.Evaluator, search: search_tree.SearchConfig, *,
                          limit: int | None = None, sets: list[str] | None = None,
                          on_set: Callable[[], None] | None = None) -> list[SetResult]:
     """Pons grades of MCTS without noise at ``search.num_simulations`` simulations; ``on_set()`` after each set."""

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from connectx_az import paths
+from connectx_az import errors, paths
 from connectx_az.cli import bars, common
 
 #: bench solver's default --limit (bench precision's is every position)
@@ -49,10 +49,10 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
 
     checkpoint = Path(args.checkpoint or paths.DEFAULT_CHECKPOINT)
     if not checkpoint.is_file():
-        raise common.UserError(f"--checkpoint {checkpoint} does not exist; pass a .pt file written by training")
+        raise errors.UserError(f"--checkpoint {checkpoint} does not exist; pass a .pt file written by training")
     limit = None if args.limit == SOLVER_LIMIT else args.limit  # the solver's default is not this one's
     if limit is not None and limit <= 0 or args.sims < 0:
-        raise common.UserError("--limit must be positive and --sims not negative")
+        raise errors.UserError("--limit must be positive and --sims not negative")
     print(f"float32 and bfloat16 on the Pons positions{f', MCTS {args.sims}' if args.sims else ''}, then the speed "
           "of each (pin to one idle core: taskset -c 1)", file=sys.stderr if args.json else sys.stdout, flush=True)
     result = bench_precision.run(checkpoint, limit=limit, sets=args.sets, sims=args.sims, seconds=args.seconds or 6.0)
@@ -65,7 +65,7 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
     from connectx_az.tools import bench_gpu
 
     if not args.budget > 0:
-        raise common.UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
+        raise errors.UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
     check = bench_gpu.CheckConfig(preset=args.preset or "gpu", device=args.device or "auto", budget=args.budget,
                                   generations=args.generations, seconds=args.seconds or 3.0)
     out = Path(args.out or "build/gpu-check")
@@ -82,18 +82,18 @@ def _check_agent_model(model: str) -> None:
 
     path = Path(model)
     if not path.is_file():
-        raise common.UserError(f"model {path} not found; pass --model PATH.onnx")
+        raise errors.UserError(f"model {path} not found; pass --model PATH.onnx")
     try:
         onnx_numpy.NumpyOnnxModel(path.read_bytes())
     except ValueError as exc:
-        raise common.UserError(f"model {path} cannot run in the agent: {exc}") from None
+        raise errors.UserError(f"model {path} cannot run in the agent: {exc}") from None
 
 
 def cmd_bench_clock(args: argparse.Namespace) -> int:
     from connectx_az.tools import bench_clock
 
     if not hasattr(os, "sched_setaffinity"):
-        raise common.UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
+        raise errors.UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
     _check_agent_model(args.model)
     result = bench_clock.bench_clock(args.model)
     print(json.dumps(result) if args.json else bench_clock.format_clock(result))
@@ -105,7 +105,7 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
     from connectx_az.tools import bench_solver
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
-        raise common.UserError("--deadline and --limit must be positive")
+        raise errors.UserError("--deadline and --limit must be positive")
     if "numba" in args.solvers:
         common.require(args, "numba")
     sets = tuple(args.sets or bench_solver.SOLVER_SETS)

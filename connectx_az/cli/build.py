@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 from pathlib import Path
 from typing import Any
 
-from connectx_az import paths
+from connectx_az import errors, paths
 from connectx_az.cli import bars, common
 
 
@@ -36,13 +35,13 @@ def cmd_card(args: argparse.Namespace) -> int:
 
     path = Path(args.model)
     if not path.is_file():
-        raise common.UserError(f"{path} not found")
+        raise errors.UserError(f"{path} not found")
     if path.suffix not in (".onnx", ".json"):
-        raise common.UserError(f"{path} is neither an ONNX model nor its .json card")
+        raise errors.UserError(f"{path} is neither an ONNX model nor its .json card")
     card_path = path if path.suffix == ".json" else path.with_suffix(".json")
     card = cards.load(card_path)
     if not card:
-        raise common.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
+        raise errors.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
                                "exports")
     print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
     return 0
@@ -55,19 +54,18 @@ def cmd_book(args: argparse.Namespace) -> int:
     try:
         root = game.from_moves(args.root)
     except ValueError as exc:
-        raise common.UserError(f"--root {args.root}: {exc}") from exc
+        raise errors.UserError(f"--root {args.root}: {exc}") from exc
     if args.workers is None:
         args.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if args.depth < 0 or args.workers < 1 or not 10 <= min(args.table_bits, args.deep_table_bits) <= 30 \
             or max(args.table_bits, args.deep_table_bits) > 30:
-        raise common.UserError("--depth must be >= 0, --workers >= 1 and the table bits in 10..30")
-    if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
-        raise common.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
+        raise errors.UserError("--depth must be >= 0, --workers >= 1 and the table bits in 10..30")
+    common.require_fork(args.workers)
     try:
         state = book_journal.State.open(args.state, exact_factor=args.exact_factor,
                                       exact_min_nodes=args.exact_min_nodes)
     except (book_journal.StateError, OSError) as exc:
-        raise common.UserError(str(exc)) from exc
+        raise errors.UserError(str(exc)) from exc
     with state:
         if state.dropped_tail:
             print(f"{state.path}: dropped a last record cut short by a kill ({state.dropped_tail} bytes); its "

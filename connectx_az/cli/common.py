@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 
-from connectx_az import extras
+from connectx_az import errors, extras
 
 #: what ``backends.OnnxRuntimeEvaluator`` (a model run by onnxruntime) imports
 ONNXRUNTIME_EVALUATOR = ("onnxruntime",)
-
-
-class UserError(Exception):
-    """An error the user can fix; printed as one line."""
 
 
 def require(args: argparse.Namespace, *modules: str) -> None:
@@ -40,7 +37,13 @@ def require_positive(args: argparse.Namespace, *options: str, zero_allowed: tupl
             shown = " ".join(f"{v:g}" for v in values)
             bad.append(f"{option} {shown} must be {'zero or more' if zero_ok else 'positive'}")
     if bad:
-        raise UserError("; ".join(bad))
+        raise errors.UserError("; ".join(bad))
+
+
+def require_fork(workers: int) -> None:
+    """Stop with one line where ``--workers`` above 1 asks for processes this platform cannot fork."""
+    if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        raise errors.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
 
 
 def command_name(args: argparse.Namespace) -> str:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connectx_az import paths
+from connectx_az import errors, paths
 from connectx_az.cli import bars, common
 
 
@@ -18,7 +18,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     common.require_positive(args, "--games", "--act-timeout")
     if not Path(args.submission).is_file():
-        raise common.UserError(f"{args.submission} not found; run `make submission` first")
+        raise errors.UserError(f"{args.submission} not found; run `make submission` first")
     common.require(args, "kaggle_environments")
     common.require_runtime(args)
     kaggle_io.kaggle_like_process(args.runtime)
@@ -48,11 +48,11 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
     control_label = args.compare
     if args.submission:
         if args.compare:
-            raise common.UserError("--compare pairs two ONNX models; it cannot be used with --submission (give several "
+            raise errors.UserError("--compare pairs two ONNX models; it cannot be used with --submission (give several "
                             "--submission files to pair builds)")
         for path in args.submission:
             if not Path(path).is_file():
-                raise common.UserError(f"{path} not found; run `make submission` first")
+                raise errors.UserError(f"{path} not found; run `make submission` first")
         common.require_runtime(args)
         kaggle_io.kaggle_like_process(args.runtime)
         for path in args.submission:  # a file that is not a submission stops here, before the positions
@@ -96,7 +96,7 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
     common.require_positive(args, "--limit")
     bands = tuple(args.bands)
     if any(not 0 <= b < 1 for b in bands):
-        raise common.UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
+        raise errors.UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
     common.require(args, *common.ONNXRUNTIME_EVALUATOR)
     graded: dict[str, list[Any]] = {}
     for label, model in zip(reports.file_labels(args.models), args.models, strict=True):
@@ -123,12 +123,12 @@ def cmd_eval_paired(args: argparse.Namespace) -> int:
     try:
         counts = grading.paired(rows_a, rows_b)
     except (KeyError, TypeError) as exc:
-        raise common.UserError(f"not the output of `eval pons --json` (missing {exc}); rerun it to record "
+        raise errors.UserError(f"not the output of `eval pons --json` (missing {exc}); rerun it to record "
                                "mistakes") from None
     except ValueError as exc:
-        raise common.UserError(str(exc)) from None
+        raise errors.UserError(str(exc)) from None
     if not counts:
-        raise common.UserError(f"{label_a} and {label_b} share no set")
+        raise errors.UserError(f"{label_a} and {label_b} share no set")
     print(json.dumps(counts) if args.json else "\n".join(reports.paired_table(label_a, label_b, counts)))
     return 0
 

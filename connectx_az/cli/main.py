@@ -14,9 +14,9 @@ import logging
 import os
 import sys
 
-from connectx_az import extras
+from connectx_az import errors, extras
 from connectx_az.cli import bench, build, evaluate, play, release, train
-from connectx_az.cli.common import UserError, command_name
+from connectx_az.cli.common import command_name
 
 #: the command groups, in the order ``--help`` lists their commands
 GROUPS = (train, build, evaluate, play, release, bench)
@@ -33,28 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions ``main`` prints as one ``error:`` line (status 2) rather than a traceback."""
-    from connectx_az.evaluation.kaggle_sandbox import SubmissionError
-    from connectx_az.evaluation.reports import ReportError
-
-    errors: list[type[BaseException]] = [UserError, FileNotFoundError, PermissionError, extras.MissingPackage,
-                                         SubmissionError, ReportError]
-    # A build-only set-up has numpy alone: the error types of modules that need torch
-    # cannot have been raised there, so a failed import just leaves them out.
-    try:
-        from connectx_az.training.config import ConfigError
-        from connectx_az.training.network import CheckpointError
-
-        errors += [ConfigError, CheckpointError]
-    except ImportError:
-        pass
+    """The exceptions ``main`` prints as one ``error:`` line (status 2) rather than a traceback: the package's
+    own (``errors.UserError``), a file missing or unreadable, and the two of code pasted where the package
+    cannot be imported (``agent/`` into submission.py, ``kaggle_sandbox`` into Kaggle-like child scripts)."""
     from connectx_az.agent.backends import ModelError
-    from connectx_az.cards import CardError
-    from connectx_az.tools.builder import BuildError
-    from connectx_az.tools.compare import CompareError
+    from connectx_az.evaluation.kaggle_sandbox import SubmissionError
 
-    errors += [ModelError, BuildError, CardError, CompareError]
-    return tuple(errors)
+    return errors.UserError, FileNotFoundError, PermissionError, ModelError, SubmissionError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from connectx_az import extras, paths
+from connectx_az import errors, extras, paths
 from connectx_az.cli import bars, common
 
 
@@ -24,9 +24,9 @@ def cmd_arena(args: argparse.Namespace) -> int:
         players = reference.lineup(models=args.model, simulations=args.sims, submissions=args.submission,
                                    alphabeta_depths=args.alphabeta, builtins=args.builtin)
     except ValueError as exc:
-        raise common.UserError(str(exc)) from None
+        raise errors.UserError(str(exc)) from None
     if len(players) < 2:
-        raise common.UserError(f"the arena needs at least two players, got {len(players)}")
+        raise errors.UserError(f"the arena needs at least two players, got {len(players)}")
 
     log = logging.getLogger("connectx_az.evaluation.arena")
     results = arena.round_robin(players, args.games, act_timeout=args.act_timeout, opening_plies=args.opening_plies,
@@ -43,9 +43,9 @@ def cmd_duel(args: argparse.Namespace) -> int:
 
     common.require_positive(args, "--games", "--act-timeout")
     if not Path(args.submission).is_file():
-        raise common.UserError(f"{args.submission} not found; run `make submission` first")
+        raise errors.UserError(f"{args.submission} not found; run `make submission` first")
     if args.max_nodes < 1:
-        raise common.UserError("--max-nodes must be >= 1")
+        raise errors.UserError("--max-nodes must be >= 1")
     common.require_runtime(args)
     kaggle_io.load_submission(args.submission)  # a file that is not a submission: one line (SubmissionError)
     compiled = args.solver == "numba" and extras.is_installed("numba")
@@ -67,7 +67,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
                                solver_kind=args.solver, opening=args.opening, act_timeout=args.act_timeout,
                                on_game=on_game)
         except duel.DuelError as exc:
-            raise common.UserError(str(exc)) from None
+            raise errors.UserError(str(exc)) from None
     print(json.dumps(report.as_dict()) if args.json else duel.format_summary(report))
     return 1 if report.failed else 0
 

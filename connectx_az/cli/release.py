@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from connectx_az import errors
 from connectx_az.cli import common
 
 
@@ -52,7 +53,7 @@ def _candidate_card(model: Path, run: str | None) -> dict[str, Any]:
 
         run_dir = Path(run)
         if not (run_dir / runs.METRICS).is_file() or not (run_dir / "config.json").is_file():
-            raise common.UserError(f"--run {run_dir}: not a training run folder (no {runs.METRICS} and config.json)")
+            raise errors.UserError(f"--run {run_dir}: not a training run folder (no {runs.METRICS} and config.json)")
         run_config = json.loads((run_dir / "config.json").read_text())
         card["training"] = train.summarize(runs.read_metrics(run_dir), run_config)
         card["trained_by"] = card["training"].pop("command")

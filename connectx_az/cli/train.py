@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from connectx_az import errors
 from connectx_az.cli import bars, common
-
-if TYPE_CHECKING:
-    from connectx_az.training.config import RunConfig
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -24,13 +20,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     total = [f"total_time={runs.parse_duration(args.total_time, 'total time')}"] if args.total_time is not None else []
     if args.resume:
         if args.run_dir is not None and Path(args.run_dir) != Path(args.resume):
-            raise common.UserError(f"give the run's folder once: --resume {args.resume} continues that run, and "
+            raise errors.UserError(f"give the run's folder once: --resume {args.resume} continues that run, and "
                                    f"{args.run_dir} names another")
         if args.preset is not None or args.config or args.init_model:
-            raise common.UserError("--preset, --config and --init-model choose a new run's settings; a resumed run "
+            raise errors.UserError("--preset, --config and --init-model choose a new run's settings; a resumed run "
                                    "keeps its own (change one with --set KEY=VALUE)")
         if args.workers is not None:
-            raise common.UserError("--workers sizes a new run; a resumed run keeps the workers it started with "
+            raise errors.UserError("--workers sizes a new run; a resumed run keeps the workers it started with "
                                    "(they decide its games)")
         settings = [*args.set, *total]
         cfg = config.override(config.load_config(args.resume), settings) if settings else None
@@ -58,7 +54,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(devices.describe(cfg, machine))
         run_dir = Path(args.run_dir or "runs/latest")
         call = dict(init_model=args.init_model)
-    shown = _run_config(run_dir, cfg)
+    shown = cfg if cfg is not None else config.load_config(run_dir)  # what the run trains with, for its lines
     try:
         train.run(run_dir, cfg, num_generations=args.generations, progress=not args.quiet, threads=args.threads,
                   device=args.device, time_budget=budget, keep_every=args.keep_every,
@@ -69,13 +65,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 130
     print(runs.status_line(run_dir))
     return 0
-
-
-def _run_config(run_dir: Path, cfg: RunConfig | None) -> RunConfig:
-    """The config the run in ``run_dir`` trains with: ``cfg`` where given, else the saved one."""
-    from connectx_az.training import config
-
-    return cfg if cfg is not None else config.load_config(run_dir)
 
 
 def _user_keys(args: argparse.Namespace) -> set[str]:
@@ -121,18 +110,17 @@ def cmd_label(args: argparse.Namespace) -> int:
     from connectx_az.training import labels
 
     if args.positions is not None and args.positions < 1 or args.seconds is not None and not args.seconds > 0:
-        raise common.UserError("--positions and --seconds must be positive")
+        raise errors.UserError("--positions and --seconds must be positive")
     if args.max_nodes < 1 or args.workers < 1:
-        raise common.UserError("--max-nodes and --workers must be positive")
+        raise errors.UserError("--max-nodes and --workers must be positive")
     if args.retry_unproven and not args.moves:
-        raise common.UserError("--retry-unproven retries best moves: add --moves")
-    if args.workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
-        raise common.UserError("--workers above 1 needs processes started by fork (Linux, macOS); use --workers 1")
+        raise errors.UserError("--retry-unproven retries best moves: add --moves")
+    common.require_fork(args.workers)
     out = Path(args.out)
     try:
         before = labeller.open_file(out)
     except labels.LabelsError as exc:
-        raise common.UserError(f"{exc}; choose another file to write") from exc
+        raise errors.UserError(f"{exc}; choose another file to write") from exc
     seconds = 60.0 if args.seconds is None and args.positions is None else args.seconds
     prover = solver_numba.make_solver()
     if args.moves:  # the file's positions that lack their best moves get them first
@@ -160,7 +148,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                                                   prover=prover, workers=args.workers,
                                                   on_progress=lambda stats: bar.update(stats.kept - bar.n))
         except ValueError as exc:
-            raise common.UserError(str(exc)) from exc
+            raise errors.UserError(str(exc)) from exc
         bar.update(stats.kept - bar.n)
     wins, draws, losses = whole.counts()
     moves = f", {stats.with_moves:,} with their best moves" if args.moves else ""

@@ -18,10 +18,6 @@ new leaves are made in Python (``_add_leaves_one``); the scores are float64
 in the same operation order as the batched ``_puct_score``, so one tree
 searched alone and the same tree searched in a batch grow bit for bit alike.
 
-A caller may force each walk's root move through ``search``'s ``root_actions``
-hook (self-play's Gumbel root selection in ``gumbel.py``, which is never pasted
-into the submission); below the root the walk is always PUCT as above.
-
 Terminal positions are scored by the rules, never by the network.  Proven
 results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
 with a child that is lost for the opponent is won, a node whose children are
@@ -37,15 +33,10 @@ and ``value float32[M]``, the value from the side to move in ``[-1, 1]``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 
 from connectx_az.engine import game, search_tree
-
-# The tree's types and its expansion (``search_tree``), named here too: callers see the search as one module.
-Evaluator, SearchConfig, Tree = search_tree.Evaluator, search_tree.SearchConfig, search_tree.Tree
-expand, masked_softmax, add_root_noise = search_tree.expand, search_tree.masked_softmax, search_tree.add_root_noise
 
 A = game.NUM_ACTIONS
 
@@ -68,7 +59,7 @@ def _puct_score(
     score_bias: np.ndarray,
     node_visits: np.ndarray,
     node_value: np.ndarray,
-    config: SearchConfig,
+    config: search_tree.SearchConfig,
 ) -> np.ndarray:
     """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
@@ -79,10 +70,7 @@ def _puct_score(
     """
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
-    if config.fpu_absolute:
-        fpu_value = np.full_like(node_visits, -config.fpu_reduction)
-    else:
-        fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
+    fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
     visited = visits > 0
     q = np.where(visited, value_sum.astype(np.float64) / np.where(visited, visits, 1.0), fpu_value)
     u = prior.astype(np.float64) * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
@@ -90,15 +78,14 @@ def _puct_score(
 
 
 def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
-                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float,
-                 fpu_absolute: bool = False) -> int:
+                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
     """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``).
 
     On a 7-wide row numpy's per-call cost outweighs the arithmetic several
     times over; this gives the same scores (float64, same operation order)
     and the same choice (the first of equal maxima).
     """
-    fpu_value = -fpu_reduction if fpu_absolute else node_value / (1.0 + node_visits) - fpu_reduction
+    fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
     scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
     best, best_score = 0, -np.inf
     for action in range(A):
@@ -110,8 +97,8 @@ def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float]
     return best
 
 
-def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
-            path_action: np.ndarray, depth: np.ndarray, root_actions: np.ndarray | None = None) -> None:
+def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
+            path_action: np.ndarray, depth: np.ndarray) -> None:
     """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
 
     Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``:
@@ -119,9 +106,7 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
     path_action[k, b, d])`` for ``d < depth[k, b]``; the last of them leads to a
     node that is either not yet created, not yet expanded, or proven.  A proven
     root gives ``depth == 0``.  Each crossed edge gets ``virtual_loss`` (see
-    ``_add_virtual_loss``) so that later walks spread out.  ``root_actions
-    int[K, B]``, if given, forces the first edge of walk ``k`` of tree ``b``
-    (``-1``: choose it by PUCT as below the root).
+    ``_add_virtual_loss``) so that later walks spread out.
     """
     n_slots = tree.capacity
     # Gathers go through flat ``b * N + node`` rows and ``row * A + action``
@@ -149,9 +134,6 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
             score = _puct_score(visits.take(row, axis=0), value_sum.take(row, axis=0), prior.take(row, axis=0),
                                 score_bias.take(row, axis=0), node_visits.take(row), node_value, config)
             action = score.argmax(axis=1)
-            if d == 0 and root_actions is not None:
-                forced = root_actions[walk, idx]
-                action = np.where(forced >= 0, forced, action)
             edge = row * A + action
             if virtual_loss:
                 _add_virtual_loss(*edge_arrays, edge, row, virtual_loss)
@@ -165,8 +147,8 @@ def _select(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np
             idx, node, row = idx[go], node[go], row[go]
 
 
-def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node: np.ndarray,
-                path_action: np.ndarray, depth: np.ndarray, root_actions: np.ndarray | None = None) -> None:
+def _select_one(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
+                path_action: np.ndarray, depth: np.ndarray) -> None:
     """``_select`` for a single tree (``B == 1``), one node at a time on Python floats.
 
     One tree's walk is a chain of 7-wide rows, where numpy's per-call cost
@@ -177,22 +159,18 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
     children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
     node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
     edge_arrays = (visits.reshape(-1), value_sum.reshape(-1), node_visits, node_value_sum)
-    c_puct, fpu_reduction, fpu_absolute = config.c_puct, config.fpu_reduction, config.fpu_absolute
+    c_puct, fpu_reduction = config.c_puct, config.fpu_reduction
     root = int(tree.root[0])
     for walk in range(path_node.shape[0]):
         nodes, actions = path_node[walk, 0], path_action[walk, 0]
         node = root
         d = 0
         if proven[node] != proven[node]:  # NaN: not proven
-            forced = -1 if root_actions is None else int(root_actions[walk, 0])
             while True:
-                if d == 0 and forced >= 0:
-                    action = forced
-                else:
-                    action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
-                                          score_bias[node].tolist(), float(node_visits[node]),
-                                          float(net_value[node]) + float(node_value_sum[node]), c_puct,
-                                          fpu_reduction, fpu_absolute)
+                action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
+                                      score_bias[node].tolist(), float(node_visits[node]),
+                                      float(net_value[node]) + float(node_value_sum[node]), c_puct,
+                                      fpu_reduction)
                 if virtual_loss:
                     _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
                 nodes[d] = node
@@ -205,7 +183,7 @@ def _select_one(tree: Tree, config: SearchConfig, virtual_loss: float, path_node
         depth[walk, 0] = d
 
 
-def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                 depth: np.ndarray) -> np.ndarray:
     """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
 
@@ -241,9 +219,10 @@ def _add_leaves(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_actio
     return np.where(has_edge, child, tree.root[trees])
 
 
-def _add_leaves_one(tree: Tree, path_node: np.ndarray, path_action: np.ndarray,
+def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
+    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks, where the batched
+    version's dozen numpy calls would cost more than the work.
 
     Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth
     int[K]``).  Returns ``leaf int[K]`` and the leaves that still need the
@@ -299,7 +278,7 @@ def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np
 
 
 def _backup(
-    tree: Tree,
+    tree: search_tree.Tree,
     trees: np.ndarray,
     path_node: np.ndarray,
     path_action: np.ndarray,
@@ -342,7 +321,7 @@ def _proven_from_edges(edge_proven: np.ndarray, legal: np.ndarray) -> np.ndarray
     return np.where(wins, 1.0, np.where(settled, best, np.nan)).astype(np.float32)
 
 
-def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                       depth: np.ndarray, leaf: np.ndarray) -> None:
     """Carry newly proven leaves up their paths (MCTS-solver).
 
@@ -369,13 +348,10 @@ def _propagate_proofs(tree: Tree, trees: np.ndarray, path_node: np.ndarray, path
 # --------------------------------------------------------------------------- one step and the search
 
 
-def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
-             root_actions: np.ndarray | None = None) -> int:
+def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig) -> int:
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
-    ``root_actions int[num_parallel, B]`` optionally forces each walk's root
-    move (``-1``: PUCT), see ``_select``.  Returns the number of simulations
-    added (over all trees).
+    Returns the number of simulations added (over all trees).
     """
     k = config.num_parallel
     bsz = tree.batch_size
@@ -385,20 +361,20 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
     path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
     depth = np.zeros((k, bsz), np.intp)
     if bsz == 1:
-        _select_one(tree, config, virtual_loss, path_node, path_action, depth, root_actions)
+        _select_one(tree, config, virtual_loss, path_node, path_action, depth)
         path_node, path_action, depth = path_node[:, 0], path_action[:, 0], depth[:, 0]
         trees = np.zeros(k, np.intp)
         leaf, open_leaves = _add_leaves_one(tree, path_node, path_action, depth)
         if open_leaves.size:
             search_tree.evaluate_nodes(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
     else:
-        _select(tree, config, virtual_loss, path_node, path_action, depth, root_actions)
+        _select(tree, config, virtual_loss, path_node, path_action, depth)
         trees = np.tile(np.arange(bsz), k)
         path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
         path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
         depth = depth.reshape(-1)
         leaf = _add_leaves(tree, trees, path_node, path_action, depth)
-        expand(tree, trees, leaf, evaluator)
+        search_tree.expand(tree, trees, leaf, evaluator)
     proven = tree.proven[trees, leaf]
     leaf_value = np.where(np.isnan(proven), tree.net_value[trees, leaf], proven).astype(np.float32)
     _backup(tree, trees, path_node, path_action, depth, leaf_value, virtual_loss)
@@ -407,14 +383,13 @@ def simulate(tree: Tree, evaluator: Evaluator, config: SearchConfig, *,
 
 
 def search(
-    tree: Tree,
-    evaluator: Evaluator,
-    config: SearchConfig,
+    tree: search_tree.Tree,
+    evaluator: search_tree.Evaluator,
+    config: search_tree.SearchConfig,
     *,
     num_simulations: int | None = None,
     deadline: float | None = None,
     rng: np.random.Generator | None = None,
-    root_actions: Callable[[Tree], np.ndarray] | None = None,
 ) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
@@ -423,25 +398,20 @@ def search(
     proven, whichever comes first.  With ``rng`` given the search is a
     self-play one: Dirichlet noise is mixed into the root priors; without it
     the search is deterministic.
-
-    ``root_actions(tree) -> int[num_parallel, B]``, when given, is asked before
-    every simulation step for the root move of each walk (``-1``: PUCT
-    chooses), as mctx's root action selection: self-play's Gumbel root
-    (``gumbel.search``) plugs in here.
     """
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
-    expand(tree, b, tree.root.copy(), evaluator)
+    search_tree.expand(tree, b, tree.root.copy(), evaluator)
     if rng is not None:
-        add_root_noise(tree, rng, config)
+        search_tree.add_root_noise(tree, rng, config)
     done = 0
     while done < budget:
         if np.all(~np.isnan(tree.proven[b, tree.root])):
             break
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        simulate(tree, evaluator, config, root_actions=None if root_actions is None else root_actions(tree))
+        simulate(tree, evaluator, config)
         done += config.num_parallel
     return done
 
@@ -456,7 +426,7 @@ def policy_from_visits(visits: np.ndarray, temperature: float = 1.0) -> np.ndarr
     return (powered / np.maximum(powered.sum(axis=-1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def best_cols(tree: Tree) -> np.ndarray:
+def best_cols(tree: search_tree.Tree) -> np.ndarray:
     """``int64[B]``: the move each root should play.
 
     A proven root plays a move that achieves its proven value; otherwise the

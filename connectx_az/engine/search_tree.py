@@ -47,29 +47,20 @@ class SearchConfig:
     balance needs half the constant: a published ``c_puct`` of 1.5 there is 3.0
     here.
 
-    First-play urgency: an unvisited edge takes
-    ``Q = base - fpu_reduction``, where ``base`` is the parent's mean value
-    (its net value and backed-up values averaged; Leela-style, the default)
-    or, with ``fpu_absolute``, a draw (0).  A published FPU given as the
-    absolute value of an unvisited move on a ``[0, 1]`` scale, ``f``, is
-    ``fpu_absolute=True, fpu_reduction=1 - 2 f`` here (0.85 -> -0.7); one
-    given as a reduction from the parent's value on that scale doubles
-    (0.1 -> 0.2).
+    First-play urgency (Leela-style): an unvisited edge takes
+    ``Q = (the parent's mean value) - fpu_reduction``, the mean of its net
+    value and backed-up values.  A published reduction from the parent's
+    value on a ``[0, 1]`` scale doubles here (0.1 -> 0.2).
 
     Root noise (self-play only, ``add_root_noise``): the root prior becomes
     ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` over
-    the legal moves, with ``alpha = dirichlet_alpha``, or, when
-    ``dirichlet_alpha_total > 0``, ``alpha = dirichlet_alpha_total / (number
-    of legal moves)`` at that root (a published "alpha = 20 / legal moves" is
-    ``dirichlet_alpha_total=20``; with 7 legal moves that is alpha 2.9).
+    the legal moves, with ``alpha = dirichlet_alpha``.
     """
 
     num_simulations: int = 200
     c_puct: float = 2.0
     fpu_reduction: float = 0.2
-    fpu_absolute: bool = False
     dirichlet_alpha: float = 1.0
-    dirichlet_alpha_total: float = 0.0
     dirichlet_fraction: float = 0.25
     num_parallel: int = 1
     virtual_loss: float = 1.0
@@ -83,39 +74,36 @@ class SearchConfig:
             raise ValueError("fpu_reduction must be in [-2, 2] (values are on the [-1, 1] scale)")
         if self.dirichlet_alpha <= 0 or not 0 <= self.dirichlet_fraction <= 1:
             raise ValueError("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]")
-        if self.dirichlet_alpha_total < 0:
-            raise ValueError("dirichlet_alpha_total must be >= 0 (0: use dirichlet_alpha)")
         if self.num_parallel < 1:
             raise ValueError("num_parallel must be >= 1")
 
 
 class Tree:
-    """``B`` search trees of up to ``capacity`` nodes each; node 0 of each is its first root.
+    """``B`` search trees of up to ``capacity`` (``N``) nodes each; node 0 of each is its first root.
 
-    Node arrays ``[B, N]``: ``position``/``mask`` (uint64 bitboards, side to move),
-    ``net_value`` (float32, evaluator's value, side to move), ``is_expanded`` (bool,
-    priors set), ``proven`` (float32, see module doc), ``node_visits`` and
-    ``node_value_sum`` (float32, the sums of the node's edge ``visits`` and
-    ``value_sum``, side to move).
-    Edge arrays ``[B, N, A]``: ``children`` (int32, ``-1`` = not created),
-    ``legal_mask`` (bool), ``prior`` (float32 probabilities, 0 for illegal
-    columns), ``visits`` and ``value_sum`` (float32, from the parent's side to
-    move), ``edge_proven`` (float32, ``-proven`` of the child, i.e. the proven
-    value of the move for the parent's side to move; NaN while unknown) and
-    ``score_bias`` (float32, added to the move's PUCT score: ``-inf`` for an
-    illegal column, ``+1e9`` for a proven win, ``-1e6`` for a proven loss, else 0).
-    ``root int32[B]`` is the node the next search starts from; ``num_nodes int32[B]``.
+    Node arrays are ``[B, N]`` and edge arrays ``[B, N, A]``; an edge's statistics are seen from the
+    side to move at its parent node.  ``root`` is the node the next search starts from.
     """
 
-    # (name, dtype, fill, per-edge): every array of the tree, for allocation and growth.
-    _ARRAYS = (
-        ("position", np.uint64, 0, False), ("mask", np.uint64, 0, False), ("net_value", np.float32, 0, False),
-        ("is_expanded", bool, False, False), ("proven", np.float32, _UNKNOWN, False),
-        ("node_visits", np.float32, 0, False), ("node_value_sum", np.float32, 0, False),
-        ("children", np.int32, -1, True), ("legal_mask", bool, False, True), ("prior", np.float32, 0, True),
-        ("visits", np.float32, 0, True), ("value_sum", np.float32, 0, True),
-        ("edge_proven", np.float32, _UNKNOWN, True), ("score_bias", np.float32, 0, True),
-    )
+    # nodes [B, N]
+    position: np.ndarray  #: uint64 bitboard of the side to move's stones
+    mask: np.ndarray  #: uint64 bitboard of every stone
+    net_value: np.ndarray  #: float32, the evaluator's value, side to move
+    is_expanded: np.ndarray  #: bool, priors and net value set
+    proven: np.ndarray  #: float32 +1/0/-1 from the side to move (see the module docstring), NaN while unknown
+    node_visits: np.ndarray  #: float32, the sum of the node's edge ``visits``
+    node_value_sum: np.ndarray  #: float32, the sum of the node's edge ``value_sum``, side to move
+    # edges [B, N, A]
+    children: np.ndarray  #: int32 node reached by the move, -1 = not created
+    legal_mask: np.ndarray  #: bool, the column has room
+    prior: np.ndarray  #: float32 probabilities, 0 for illegal columns
+    visits: np.ndarray  #: float32, from the parent's side to move
+    value_sum: np.ndarray  #: float32, from the parent's side to move
+    edge_proven: np.ndarray  #: float32 ``-proven`` of the child: the move's proven value for the parent, NaN unknown
+    score_bias: np.ndarray  #: float32 added to the PUCT score: -inf illegal, +1e9 proven win, -1e6 proven loss, else 0
+    # trees [B]
+    root: np.ndarray  #: int32
+    num_nodes: np.ndarray  #: int32
 
     def __init__(self, position: np.ndarray, mask: np.ndarray, capacity: int = 64) -> None:
         position = np.atleast_1d(np.asarray(position, dtype=np.uint64))
@@ -123,12 +111,29 @@ class Tree:
         if position.shape != mask.shape or position.ndim != 1:
             raise ValueError("position and mask must be 1-d arrays of the same length")
         b = position.shape[0]
-        n = max(int(capacity), 2)
-        for name, dtype, fill, per_edge in self._ARRAYS:
-            setattr(self, name, np.full((b, n, A) if per_edge else (b, n), fill, dtype))
+        nodes, edges = (b, 0), (b, 0, A)  # no slots yet: ``_grow`` gives them their fill values
+        self.position, self.mask = np.zeros(nodes, np.uint64), np.zeros(nodes, np.uint64)
+        self.net_value, self.is_expanded = np.zeros(nodes, np.float32), np.zeros(nodes, bool)
+        self.proven = np.zeros(nodes, np.float32)
+        self.node_visits, self.node_value_sum = np.zeros(nodes, np.float32), np.zeros(nodes, np.float32)
+        self.children, self.legal_mask = np.zeros(edges, np.int32), np.zeros(edges, bool)
+        self.prior, self.visits, self.value_sum = (np.zeros(edges, np.float32) for _ in range(3))
+        self.edge_proven, self.score_bias = np.zeros(edges, np.float32), np.zeros(edges, np.float32)
         self.root = np.zeros(b, np.int32)
         self.num_nodes = np.ones(b, np.int32)
+        self._grow(max(int(capacity), 2))
         self._init_nodes(np.arange(b), np.zeros(b, np.intp), position, mask)
+
+    def _grow(self, n: int) -> None:
+        """Give every tree ``n`` node slots, keeping its nodes; the new slots hold each array's fill."""
+        self.position, self.mask = _grown(self.position, n, 0), _grown(self.mask, n, 0)
+        self.net_value, self.is_expanded = _grown(self.net_value, n, 0), _grown(self.is_expanded, n, False)
+        self.proven = _grown(self.proven, n, _UNKNOWN)
+        self.node_visits, self.node_value_sum = _grown(self.node_visits, n, 0), _grown(self.node_value_sum, n, 0)
+        self.children, self.legal_mask = _grown(self.children, n, -1), _grown(self.legal_mask, n, False)
+        self.prior, self.visits = _grown(self.prior, n, 0), _grown(self.visits, n, 0)
+        self.value_sum = _grown(self.value_sum, n, 0)
+        self.edge_proven, self.score_bias = _grown(self.edge_proven, n, _UNKNOWN), _grown(self.score_bias, n, 0)
 
     def _init_nodes(self, b: np.ndarray, node: np.ndarray, position: np.ndarray, mask: np.ndarray) -> None:
         """Fill the rules-derived fields of new nodes ``(b[i], node[i])``."""
@@ -152,12 +157,7 @@ class Tree:
         need = int(self.num_nodes.max()) + num_new
         if need <= self.capacity:
             return
-        new_n = max(need, 2 * self.capacity)
-        for name, _, fill, _ in self._ARRAYS:
-            old = getattr(self, name)
-            grown = np.full((old.shape[0], new_n) + old.shape[2:], fill, old.dtype)
-            grown[:, : old.shape[1]] = old
-            setattr(self, name, grown)
+        self._grow(max(need, 2 * self.capacity))
 
     def root_visits(self) -> np.ndarray:
         """``float32[B, 7]`` visit counts of the root edges."""
@@ -194,6 +194,13 @@ class Tree:
             node = child
         self.root[index] = node
         return True
+
+
+def _grown(old: np.ndarray, n: int, fill: float) -> np.ndarray:
+    """``old`` (``[B, M, ...]``) with ``n`` slots on its node axis: its own first, then ``fill``."""
+    grown = np.full((old.shape[0], n) + old.shape[2:], fill, old.dtype)
+    grown[:, : old.shape[1]] = old
+    return grown
 
 
 def _terminal_value(position: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -238,19 +245,11 @@ def evaluate_nodes(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evalu
 
 
 def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -> None:
-    """Mix Dirichlet(alpha) noise over the legal moves into each root's prior (self-play).
-
-    ``alpha`` is ``config.dirichlet_alpha``, or ``dirichlet_alpha_total`` over
-    each root's number of legal moves (see ``SearchConfig``).
-    """
+    """Mix Dirichlet(``config.dirichlet_alpha``) noise over the legal moves into each root's prior (self-play)."""
     b = np.arange(tree.batch_size)
     root = tree.root
     legal = tree.legal_mask[b, root]
-    if config.dirichlet_alpha_total > 0:
-        alpha = config.dirichlet_alpha_total / np.maximum(legal.sum(axis=1, keepdims=True), 1)
-        gamma = rng.gamma(np.broadcast_to(alpha, legal.shape)) * legal
-    else:
-        gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
+    gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)

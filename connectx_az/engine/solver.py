@@ -29,10 +29,10 @@ import time
 from connectx_az.engine import game
 
 _ROWS, _COLS, _NUM_CELLS = game.ROWS, game.COLS, game.NUM_CELLS
-_H1 = _ROWS + 1  # bits per column, sentinel included
 _BOTTOM_BITS, _TOP_BITS, _COLUMN_BITS = game.BOTTOM_BITS, game.TOP_BITS, game.COLUMN_BITS
 _BOTTOM_MASK, _BOARD_MASK = game.BOTTOM_MASK, game.BOARD_MASK
 _COL_ORDER = game.CENTRE_FIRST
+_is_win = game.is_win  # the rule of four in a row; ``_winning_cells`` below is the cells that would complete one
 
 # Sort keys pack (threats, centrality, move) into one int so that a plain int sort orders moves.
 _MOVE_BITS = 49
@@ -46,7 +46,11 @@ class _OutOfBudget(Exception):
 
 
 def _winning_cells(stones: int, mask: int) -> int:
-    """Empty cells (possibly not yet playable) that would give ``stones`` four in a row."""
+    """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
+
+    ``solver_numba._winning_cells`` is its twin for the compiled kernel (numba needs uint64 shift counts);
+    tests/test_solver.py holds both to ``game.is_win``, cell by cell.
+    """
     # Unrolled (hot path): vertical, then for each of horizontal (shift 7) and the two
     # diagonals (shifts 6 and 8) the cell completing a line from either end or from a gap.
     r = (stones << 1) & (stones << 2) & (stones << 3)
@@ -69,15 +73,6 @@ def _winning_cells(stones: int, mask: int) -> int:
     r |= p & (stones << 8)
     r |= p & (stones >> 24)
     return r & (_BOARD_MASK ^ mask)
-
-
-def _is_win(stones: int) -> bool:
-    """True when ``stones`` hold four in a row."""
-    for shift in (1, _H1 - 1, _H1, _H1 + 1):
-        pairs = stones & (stones >> shift)
-        if pairs & (pairs >> (2 * shift)):
-            return True
-    return False
 
 
 def _can_win_next(position: int, mask: int) -> bool:

@@ -87,7 +87,11 @@ _NODES, _LIMIT, _STOPPED = 0, 1, 2
 
 
 def _winning_cells(stones: np.uint64, mask: np.uint64) -> np.uint64:
-    """Empty cells (possibly not yet playable) that would give ``stones`` four in a row."""
+    """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
+
+    ``solver._winning_cells`` on numpy scalars, for numba to compile: the same shifts, as uint64 counts
+    (``_S1``...); tests/test_solver.py holds both to ``game.is_win``, cell by cell.
+    """
     r = (stones << _S1) & (stones << _S2) & (stones << _S3)
     p = (stones << _S7) & (stones << _S14)
     r |= p & (stones << _S21)

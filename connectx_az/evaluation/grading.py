@@ -34,7 +34,7 @@ from connectx_az.benchmarks.pons import (
     search_mistake_rates,
     sign,
 )
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, search_tree
 from connectx_az.evaluation import kaggle_io
 
 #: a value above this is read as a win, below its negative as a loss, in between as a draw
@@ -81,7 +81,7 @@ def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int
     return children
 
 
-def _values(evaluator: mcts.Evaluator, position: np.ndarray, mask: np.ndarray, batch: int = 1024) -> np.ndarray:
+def _values(evaluator: search_tree.Evaluator, position: np.ndarray, mask: np.ndarray, batch: int = 1024) -> np.ndarray:
     """``float32[M]`` the evaluator's values of ``M`` positions (side to move), ``batch`` at a time."""
     values = [np.asarray(evaluator.evaluate(game.encode(position[i:i + batch], mask[i:i + batch]))[1],
                          np.float32).reshape(-1) for i in range(0, len(position), batch)]
@@ -94,14 +94,14 @@ def _triple_arrays(triples: Sequence[tuple[int, int, int]]) -> tuple[np.ndarray,
             np.array([r for _, _, r in triples], np.int8))
 
 
-def grade_values(name: str, evaluator: mcts.Evaluator, positions: Sequence[tuple[int, int, int]]) -> ValueResult:
+def grade_values(name: str, evaluator: search_tree.Evaluator, positions: Sequence[tuple[int, int, int]]) -> ValueResult:
     """Grade the value head on ``(position, mask, result)`` triples (result for the side to move)."""
     position, mask, result = _triple_arrays(positions)
     correct = wdl_class(_values(evaluator, position, mask)) == result
     return ValueResult(name, len(positions), int(correct.sum()), tuple(bool(c) for c in correct))
 
 
-def value_accuracy(evaluator: mcts.Evaluator, *, children: bool = False, limit: int | None = None,
+def value_accuracy(evaluator: search_tree.Evaluator, *, children: bool = False, limit: int | None = None,
                    sets: list[str] | None = None, on_set: Callable[[], None] | None = None) -> list[ValueResult]:
     """The value head's W/D/L accuracy on each set; ``on_set()`` after each set.
 
@@ -166,7 +166,7 @@ def value_calibration(name: str, values: np.ndarray, results: np.ndarray,
     return ValueCalibration(name, len(values), confusion, mean_value, band_accuracy, sign_accuracy)
 
 
-def value_calibrations(evaluator: mcts.Evaluator, *, children: bool = False, limit: int | None = None,
+def value_calibrations(evaluator: search_tree.Evaluator, *, children: bool = False, limit: int | None = None,
                        sets: list[str] | None = None, bands: Sequence[float] = VALUE_BANDS,
                        on_set: Callable[[], None] | None = None) -> list[ValueCalibration]:
     """``value_calibration`` of the evaluator's values on each set (positions as ``value_accuracy``)."""
@@ -235,7 +235,7 @@ def grading_evals(sims: Sequence[int], sets: Sequence[str] | None = None) -> int
     return len(sets or SETS) * (3 + sum(sims))
 
 
-def grade_model(evaluator: mcts.Evaluator, *, sims: Sequence[int], limit: int | None = None,
+def grade_model(evaluator: search_tree.Evaluator, *, sims: Sequence[int], limit: int | None = None,
                 sets: list[str] | None = None,
                 on_evals: Callable[[int], None] | None = None) -> dict[str, list[SetResult] | list[ValueResult]]:
     """``eval pons``'s grades of a network: mode -> one grade a set.
@@ -251,7 +251,7 @@ def grade_model(evaluator: mcts.Evaluator, *, sims: Sequence[int], limit: int | 
     table: dict[str, list[SetResult] | list[ValueResult]] = {
         "policy": grade_sets(lambda pos: choose_policy(evaluator, pos), limit=limit, sets=sets, on_set=step())}
     for num_sims in sims:
-        table[f"mcts{num_sims}"] = search_mistake_rates(evaluator, mcts.SearchConfig(num_simulations=num_sims),
+        table[f"mcts{num_sims}"] = search_mistake_rates(evaluator, search_tree.SearchConfig(num_simulations=num_sims),
                                                         limit=limit, sets=sets, on_set=step(num_sims))
     table["value"] = value_accuracy(evaluator, limit=limit, sets=sets, on_set=step())
     table["value_children"] = value_accuracy(evaluator, children=True, limit=limit, sets=sets, on_set=step())

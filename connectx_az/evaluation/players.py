@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, mcts, search_tree
 from connectx_az.evaluation import kaggle_io
 
 #: Kaggle's agent shape: ``(observation, configuration) -> column``; both arguments read as dicts
@@ -141,11 +141,11 @@ def model_player(onnx_path: str | Path, simulations: int, *, num_parallel: int =
     from connectx_az.agent.backends import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(onnx_path)
-    config = mcts.SearchConfig(num_simulations=simulations, num_parallel=max(1, min(num_parallel, simulations)))
+    config = search_tree.SearchConfig(num_simulations=simulations, num_parallel=max(1, min(num_parallel, simulations)))
 
     def agent(observation: Any, configuration: Any) -> int:
         position, mask = game.from_kaggle(observation["board"], observation["mark"])
-        tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=simulations + 1)
+        tree = search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=simulations + 1)
         mcts.search(tree, evaluator, config)
         return int(mcts.best_cols(tree)[0])
 

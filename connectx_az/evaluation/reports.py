@@ -21,10 +21,11 @@ from typing import Any
 
 from connectx_az.benchmarks import pons
 from connectx_az.engine import game
+from connectx_az.errors import UserError
 from connectx_az.evaluation import grading
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """A saved report that cannot be read as one (one line: which file, and what to give instead)."""
 
 

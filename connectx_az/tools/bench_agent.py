@@ -46,7 +46,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     """
     from connectx_az.agent import backends, template
     from connectx_az.benchmarks import pons
-    from connectx_az.engine import mcts
+    from connectx_az.engine import mcts, search_tree
 
     path = Path(model)
     if not path.is_file():
@@ -78,7 +78,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
                     evaluator.evaluate(x)
                     t[key] += len(x)
                 t[key + "_s"] += elapsed
-            tree = mcts.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=4096)
+            tree = search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=4096)
             start = time.perf_counter()
             t["sims"] += mcts.search(tree, evaluator, template.CONFIG.search, deadline=start + slice_seconds)
             t["search_s"] += time.perf_counter() - start

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az.benchmarks import pons
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, search_tree
 from connectx_az.evaluation import grading
 from connectx_az.tools import bench
 
@@ -29,7 +29,7 @@ PRECISIONS = ("float32", "bfloat16")
 def agreement(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray],
               legal: np.ndarray) -> dict[str, float]:
     """How close two evaluations of the same positions are: ``(logits, value)`` each, ``legal`` the moves."""
-    p, q = mcts.masked_softmax(first[0], legal), mcts.masked_softmax(second[0], legal)
+    p, q = search_tree.masked_softmax(first[0], legal), search_tree.masked_softmax(second[0], legal)
     dv = np.abs(first[1] - second[1])
     return {"policy_max": float(np.abs(p - q).max()), "policy_mean": float(np.abs(p - q)[legal].mean()),
             "top_move_differs": float((p.argmax(axis=1) != q.argmax(axis=1)).mean()),
@@ -57,7 +57,7 @@ def run(checkpoint: str | Path, *, limit: int | None = None, sets: Sequence[str]
                   for p, e in evaluators.items()}
         row["policy"] = _paired(grades)
         if sims:
-            search = mcts.SearchConfig(num_simulations=sims)
+            search = search_tree.SearchConfig(num_simulations=sims)
             grades = {p: pons.search_mistake_rates(e, search, limit=limit, sets=[name])[0]
                       for p, e in evaluators.items()}
             row[f"mcts{sims}"] = _paired(grades)

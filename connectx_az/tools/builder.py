@@ -45,6 +45,7 @@ from pathlib import Path
 from connectx_az import files, paths
 from connectx_az.agent import onnx_numpy
 from connectx_az.engine import book
+from connectx_az.errors import UserError
 
 #: where the pasted sources are read from (a test points it at a copy)
 PACKAGE_DIR = paths.PACKAGE_DIR
@@ -91,7 +92,7 @@ def _visit(name: str, folder: str, paths: dict[str, Path], order: dict[str, str]
     order[name] = f"{folder}/{name}.py"
 
 
-class BuildError(RuntimeError):
+class BuildError(UserError, RuntimeError):
     """The submission cannot be built; the message says why in one line."""
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from connectx_az import extras, files, paths
 from connectx_az.benchmarks import pons
+from connectx_az.errors import UserError
 from connectx_az.evaluation import grading
 
 RUNTIMES = ("kaggle", "numpy")
@@ -51,7 +52,7 @@ RULE = (f"The candidate may ship when no Pons set is worse in either runtime (wo
 SHIPPED_MODEL = paths.DEFAULT_MODEL
 
 
-class CompareError(ValueError):
+class CompareError(UserError, ValueError):
     """A compare that cannot run as asked (one line: what, and what to do)."""
 
 

@@ -5,9 +5,10 @@ piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
 is written before any work so a run can always be resumed or reproduced.
 
 Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
-``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  Keys
-that moved (``RENAMED``) are accepted under their old names, in overrides and in
-the ``config.json`` of older runs.
+``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  A saved
+config (the shipped checkpoint's, an older run's ``config.json``) may hold settings
+that have left the package (``RETIRED``): they load where they hold the value that
+does what the code does now.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
-from connectx_az.engine.mcts import SearchConfig
+from connectx_az.engine.search_tree import SearchConfig
+from connectx_az.errors import UserError
 from connectx_az.training.selfplay import SelfPlayConfig
 
 
@@ -39,17 +41,16 @@ class NetConfig:
     features are the tower's, not the head's: a linear layer over the
     flattened head planes can already form their averages, while the tower's
     channels would otherwise reach the value only through the narrow 1x1
-    convolution.  The defaults (2 and 1 planes, no pooling) are the
-    architecture of every model trained before these keys existed, so their
-    configs and checkpoints load unchanged.
+    convolution.  The defaults are the recipe's wide heads (ablation 6); the
+    first networks had 2 and 1 planes and no pooling (``PLAIN_HEADS``).
     """
 
     num_blocks: int = 4
     num_filters: int = 64
     value_hidden: int = 64
-    policy_filters: int = 2
-    value_filters: int = 1
-    value_pool: bool = False
+    policy_filters: int = 32
+    value_filters: int = 32
+    value_pool: bool = True
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:
@@ -59,9 +60,10 @@ class NetConfig:
 
     @property
     def label(self) -> str:
-        """``"4x64"`` (blocks x filters), plus the heads where they are not the defaults."""
+        """``"4x64"`` (blocks x filters), plus the heads where they are not the first networks' (``PLAIN_HEADS``):
+        ``"4x64 p32 v32+pool"``, as ``onnx_numpy.NumpyOnnxModel.net_shape`` reads it from a graph."""
         label = f"{self.num_blocks}x{self.num_filters}"
-        if (self.policy_filters, self.value_filters, self.value_pool) != (2, 1, False):
+        if (self.policy_filters, self.value_filters, self.value_pool) != PLAIN_HEADS:
             label += f" p{self.policy_filters} v{self.value_filters}" + ("+pool" if self.value_pool else "")
         return label
 
@@ -71,26 +73,34 @@ class NetConfig:
         return self.num_filters == other.num_filters and self.num_blocks >= other.num_blocks
 
 
+#: ``(policy_filters, value_filters, value_pool)`` of the first networks, which a label leaves unsaid
+PLAIN_HEADS = (2, 1, False)
 #: inference precisions of self-play (``network.autocast_dtype``)
 PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 #: training precisions: float16 would need loss scaling, so training offers bfloat16 alone beside float32
 TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
 
 LR_SCHEDULES = ("constant", "cosine")
-#: how the best moves of a proven position score the policy (``TrainConfig.solved_policy_target``)
-SOLVED_POLICY_TARGETS = ("uniform", "any")
-#: old dotted key -> where the setting lives now (the Gumbel root left ``mcts`` for ``selfplay.gumbel``)
-RENAMED = {
-    "mcts.gumbel": "selfplay.gumbel.enabled",
-    "mcts.gumbel_considered": "selfplay.gumbel.considered",
-    "mcts.gumbel_c_visit": "selfplay.gumbel.c_visit",
-    "mcts.gumbel_c_scale": "selfplay.gumbel.c_scale",
+#: Settings that lost their ablations and left the package (docs/ablations.md names the commit that still runs
+#: each), with the value at which they did what the code does now (``None``: any value, a setting read only beside
+#: another of them).  The shipped checkpoint's config holds them: a saved config loads without them where they
+#: hold that value, and any other value is an error.
+RETIRED: dict[str, Any] = {
+    "selfplay.gumbel.enabled": False, "selfplay.gumbel.considered": None, "selfplay.gumbel.c_visit": None,
+    "selfplay.gumbel.c_scale": None,
+    "selfplay.full_search_prob": 1.0, "selfplay.fast_simulations": None,
+    "selfplay.adjudicate_empty": 0, "selfplay.adjudicate_nodes": None,
+    "selfplay.temperature_late": 0.0,
+    "mcts.fpu_absolute": False, "mcts.dirichlet_alpha_total": 0.0,
+    "train.solved_policy_target": "any",
 }
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Optimisation of each generation."""
+    """Optimisation of each generation.  The defaults are the recipe (docs/ablations.md): a cosine learning rate
+    over the whole run, the value target half game result and half root value, and 128 proven openings a batch
+    (the package's label file, their best moves under the ``any`` target)."""
 
     batch_size: int = 256
     lr: float = 2e-3
@@ -102,26 +112,24 @@ class TrainConfig:
     # Learning-rate schedule over generations: "constant" (``lr`` throughout) or
     # "cosine" (``lr`` at ``lr_schedule_start``, falling to ``lr_min`` at the run's
     # last generation; constant ``lr`` before the start).
-    lr_schedule: str = "constant"
-    lr_min: float = 1e-4
+    lr_schedule: str = "cosine"
+    lr_min: float = 3e-5
     lr_schedule_start: int = 0
     # Value target: (1 - value_mix) * game result + value_mix * root search value.
-    value_mix: float = 0.0
+    value_mix: float = 0.5
     # Growing replay window: 0 keeps ``replay_generations`` throughout; g > 0 lets the
     # window grow by g generations per generation, from 1 up to ``replay_generations``.
     replay_growth: float = 0.0
     # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
     # them join each batch, value loss only (target: the proven result); 0 turns them off.
-    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too
-    # (target: uniform over the moves that keep the result).  ``solved_policy_target``: "uniform"
-    # (cross-entropy against that uniform target) or "any" (-log of the probability the policy puts
-    # on those moves together: any of them is right, and the policy may stay sharp on one).
+    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too, as -log of
+    # the probability the policy puts on the moves that keep the result together (any of them is
+    # right, and the policy may stay sharp on one: ``train.proven_policy_terms``).
     # ``solved_max_plies``: only the file's positions of at most that many plies (the opening); 0: all.
-    solved_labels: str = ""
-    solved_per_batch: int = 0
-    solved_policy: bool = False
-    solved_policy_target: str = "uniform"
-    solved_max_plies: int = 0
+    solved_labels: str = "builtin"
+    solved_per_batch: int = 128
+    solved_policy: bool = True
+    solved_max_plies: int = 12
     # Training precision (``network.train_autocast_dtype``): "float32", or "bfloat16" autocast of the
     # forward pass (weights, gradients and AdamW stay float32), or "auto": bfloat16 where inference would
     # run in it (``precision``'s auto: a GPU of compute capability >= 8.0, a CPU with bfloat16 instructions).
@@ -145,15 +153,10 @@ class TrainConfig:
                              "(a file written by `connectx-az label`)")
         if self.solved_policy and not self.solved_per_batch:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
-        if self.solved_policy_target not in SOLVED_POLICY_TARGETS:
-            raise ValueError(f"train.solved_policy_target must be one of {', '.join(SOLVED_POLICY_TARGETS)}, "
-                             f"not {self.solved_policy_target!r}")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
         if self.precision not in TRAIN_PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {self.precision!r}")
-        if self.solved_policy_target != "uniform" and not self.solved_policy:
-            raise ValueError("train.solved_policy_target applies to best moves: set train.solved_policy=true too")
 
     def lr_at(self, generation: int, num_generations: int) -> float:
         """The learning rate of ``generation`` in a run of ``num_generations``."""
@@ -217,39 +220,22 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: The recipe: every switch that won its ablation (docs/ablations.md), the settings behind the shipped network.
-#: Wide heads (32 policy and 32 value filters, the tower's mean in the value features), random-prefix openings
-#: (half the games, up to 14 plies) and forks (a quarter), the value target half game result and half root
-#: value, a cosine learning rate over the whole run, and 128 proven openings a batch (the package's label file,
-#: best moves under the ``any`` target).  What lost its ablation (playout-cap randomization, the Gumbel root,
-#: solver adjudication, the late temperature, the search constants) stays off.
-RECIPE: dict[str, Any] = {
-    "net": {"policy_filters": 32, "value_filters": 32, "value_pool": True},
-    "selfplay": {"prefix_share": 0.5, "prefix_max_plies": 14, "fork_share": 0.25},
-    "train": {"lr_schedule": "cosine", "lr_min": 3e-5, "value_mix": 0.5, "solved_labels": "builtin",
-              "solved_per_batch": 128, "solved_policy": True, "solved_policy_target": "any",
-              "solved_max_plies": 12},
-}
-
-
-def _recipe(scale: dict[str, Any]) -> dict[str, Any]:
-    """``RECIPE`` with a preset's sizes (``scale``) merged in."""
-    return _merge(RECIPE, scale)
-
-
+#: The presets: the dataclass defaults are the recipe (every switch that won its ablation, docs/ablations.md: the
+#: settings behind the shipped network), and a preset sets only sizes (network, simulations, games, steps,
+#: generations, games in flight) and how the work is spread over the machine.
 PRESETS: dict[str, dict[str, Any]] = {
     # a one-minute check that learns nothing, with every switch of the recipe on so that it runs them all
-    "smoke": _recipe({
+    "smoke": {
         "net": {"num_blocks": 1, "num_filters": 16, "value_hidden": 16},
         "mcts": {"num_simulations": 8},
         "selfplay": {"num_games": 8, "num_parallel_games": 4},
         "train": {"batch_size": 32, "steps_per_generation": 4, "solved_per_batch": 16},
         "num_generations": 2,
         "eval_positions": 10,
-    }),
+    },
     # one CPU core: 57-61 s a generation on this project's AMD EPYC in bfloat16, 7-7.6 hours in all (docs/results.md,
     # "The `cpu` preset in bfloat16, from scratch", has its timings)
-    "cpu": _recipe({
+    "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
         # 64 games at a time: the tree work costs per numpy call, not per game, so twice the games cost little more
@@ -257,13 +243,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         # earlier) then have 96 games to go to, not 128; at equal hours the network was level or better
         # (docs/results.md, "bfloat16 on the CPU").
         "selfplay": {"num_games": 160, "num_parallel_games": 64},
-        "train": {"batch_size": 256, "steps_per_generation": 100, "lr": 2e-3, "replay_generations": 8},
+        "train": {"batch_size": 256, "steps_per_generation": 100, "replay_generations": 8},
         "num_generations": 450,
-    }),
+    },
     # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
     # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
     # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
-    "gpu": _recipe({
+    "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
         # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.  Each
@@ -275,10 +261,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         # the lookups cost the tree work, the limit here, 6-19% (docs/results.md, "The network's answers kept
         # for a generation").
         "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1, "cache_positions": 0},
-        "train": {"batch_size": 1024, "steps_per_generation": 400, "lr": 2e-3, "replay_generations": 10,
+        "train": {"batch_size": 1024, "steps_per_generation": 400, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},
         "num_generations": 100,
-    }),
+    },
 }
 
 
@@ -328,7 +314,7 @@ def sized(config: RunConfig, *, cores: int, gpu: bool, workers: int | None = Non
         train=dataclasses.replace(train, steps_per_generation=steps))
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration problem, worded for the person running the command."""
 
 
@@ -405,21 +391,23 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 def _migrate(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of config dict ``values`` with settings saved under an old key (``RENAMED``) moved to the new one."""
+    """A copy of config dict ``values`` without the settings that left the package (``RETIRED``); raises
+    ``ConfigError`` where one holds a value that asks for what the code no longer does."""
     values = copy.deepcopy(values)
-    for old, new in RENAMED.items():
-        *old_parents, old_key = old.split(".")
-        node: Any = values
-        for part in old_parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or old_key not in node:
+    for key, kept in RETIRED.items():
+        *parents, name = key.split(".")
+        nodes: list[Any] = [values]
+        for part in parents:
+            nodes.append(nodes[-1].get(part) if isinstance(nodes[-1], dict) else None)
+        if not isinstance(nodes[-1], dict) or name not in nodes[-1]:
             continue
-        value = node.pop(old_key)
-        *new_parents, new_key = new.split(".")
-        target = values
-        for part in new_parents:
-            target = target.setdefault(part, {})
-        target[new_key] = value
+        value = nodes[-1].pop(name)
+        if kept is not None and value != kept:
+            raise ConfigError(f"{key}={json.dumps(value)}: this setting has left the package "
+                              "(docs/ablations.md names the commit that still runs it)")
+        for parent, node, part in reversed(list(zip(nodes[:-1], nodes[1:], parents, strict=True))):
+            if node == {}:
+                del parent[part]
     return values
 
 
@@ -453,7 +441,7 @@ def apply_overrides(values: dict[str, Any], overrides: list[str] | tuple[str, ..
         key, sep, text = item.partition("=")
         if not sep:
             raise ConfigError(f"override {item!r} must look like key=value, e.g. mcts.num_simulations=400")
-        key = RENAMED.get(key.strip(), key.strip())
+        key = key.strip()
         parts = key.split(".")
         node = values
         for part in parts[:-1]:

@@ -38,6 +38,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from connectx_az import files
 from connectx_az.engine import game
+from connectx_az.errors import UserError
 
 # the network's shape lives with the run's settings (config.py loads without torch); callers import it from here too
 from connectx_az.training.config import PRECISIONS, TRAIN_PRECISIONS, NetConfig  # noqa: F401
@@ -101,7 +102,7 @@ def train_autocast_dtype(device: str | torch.device, precision: str = "float32")
     return None
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be used, with a message saying what to do."""
 
 
@@ -179,7 +180,7 @@ def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
 
 
 class TorchEvaluator:
-    """``mcts.Evaluator`` over a torch network (put in eval mode and ``place``d on ``device``, in place; no grad).
+    """``search_tree.Evaluator`` over a torch network (set to eval mode and ``place``d on ``device`` in place; no grad).
 
     Runs under autocast at ``autocast_dtype(device, precision)``; outputs are
     float32 whatever the precision.  It evaluates ``fold_batchnorm(net)``, folded

@@ -1,53 +1,36 @@
 """Self-play: many games in flight, one batched network call per simulation step.
 
-Every move of every game in flight is searched together: one ``mcts.Tree`` of
+Every move of every game in flight is searched together: one ``search_tree.Tree`` of
 ``B`` roots, so each simulation step sends up to ``B`` new leaves to the
 network at once.  Finished games are replaced by new ones until the
 generation's quota is started.  ``workers`` runs this in several processes
 that share one network (``SelfPlayConfig.num_workers``).
 
-Training targets (AlphaZero): the root visit distribution as the policy, the
-game's final result as the value, both from the side to move at that position.
-With ``adjudicate_empty = N > 0`` the exact solver settles the game's result
-once ``N`` cells or fewer are empty: the positions before that point take the
-perfect-play result from there as their value target, and so does that
-position (a later blunder no longer flips the label of the opening); the game
-is still played out, and the positions after that point keep its actual result.
-With playout cap randomization (``full_search_prob < 1``) only the moves
-searched with the full budget are recorded; the cheap moves just move the game
-along.
+Training targets (AlphaZero): every move is searched with the full budget and
+recorded, the root visit distribution as the policy, the game's final result as
+the value, both from the side to move at that position.
 
-Openings (all off by default).  Every game starts from the empty board and
-draws its move from the root visit counts at temperature ``temperature_early``
-for its first ``temperature_plies`` plies (counted on the board, from the empty
-board), then at ``temperature_late`` (0: the most visited move, ``mcts.best_cols``;
-AlphaZero.jl samples at 1.0 for 20 plies, then at 0.3).  A share of the games
+Openings.  Every game starts from the empty board and draws its move from the
+root visit counts at temperature ``temperature_early`` for its first
+``temperature_plies`` plies (counted on the board, from the empty board), then
+plays the most visited move (``mcts.best_cols``).  A share of the games
 (``prefix_share``) starts instead from a random prefix of 0 to
 ``prefix_max_plies`` plies (``random_prefix``), and a share (``fork_share``)
 from a position of a game started earlier in the same call plus one random
 move (``fork_position``; KataGo's forking, Wu 2019).  The plies before the start
 are neither searched nor recorded, and neither a prefix nor a fork move ends
 the game or leaves an immediate win unplayed.  Each game draws its kind of
-start from the generator only when a share is set, so a config without them
-plays the very games it played before these switches existed.
-
-With ``SelfPlayConfig.gumbel.enabled`` the full searches use Gumbel root selection
-with sequential halving (Danihelka et al. 2022, see ``gumbel``): the policy
-target is the improved policy ``gumbel.improved_policy`` instead of the visit
-distribution, and every such move is ``gumbel.choose_cols``' choice (the Gumbel
-noise replaces both the Dirichlet noise and the temperature sampling).
-The cheap searches are unchanged.
+start from the generator only when a share is set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az.engine import game, mcts, solver
-from connectx_az.training import gumbel
+from connectx_az.engine import game, mcts, search_tree
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30
@@ -55,107 +38,87 @@ MAX_PREFIX_PLIES = 30
 
 @dataclass(frozen=True, kw_only=True)
 class SelfPlayConfig:
-    """How each generation's games are played.
+    """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
 
-    It lives here, beside the code that reads it (as ``mcts.SearchConfig`` does),
+    It lives here, beside the code that reads it (as ``search_tree.SearchConfig`` does),
     so that self-play worker processes can receive it without importing torch.
     """
 
     num_games: int = 256
     num_parallel_games: int = 128
     # Move choice (see the module docstring): at board plies < temperature_plies the move is drawn
-    # from the root visits N(a)^(1/T) with T = temperature_early, later with T = temperature_late;
-    # T = 0 plays the most visited move.  A root already proven plays its proof at any ply.
+    # from the root visits N(a)^(1/T) with T = temperature_early (0: the most visited move), later
+    # the most visited move is played.  A root already proven plays its proof at any ply.
     temperature_plies: int = 8
     temperature_early: float = 1.0
-    temperature_late: float = 0.0
     # Opening diversity: the share of games that start from a random prefix of 0..prefix_max_plies
     # plies (uniform length), and the share that fork from a position of an earlier game of the
     # same call with one random move.  Shares of 0 draw nothing from the generator.
-    prefix_share: float = 0.0
-    prefix_max_plies: int = 12
-    fork_share: float = 0.0
-    # Playout cap randomization (Wu 2019): most moves use a cheap search and are
-    # not trained on; a fraction ``full_search_prob`` use the full budget.
-    full_search_prob: float = 1.0
-    fast_simulations: int = 32
+    prefix_share: float = 0.5
+    prefix_max_plies: int = 14
+    fork_share: float = 0.25
     # 0: all games in this process.  W >= 1: W worker processes do the tree work,
     # each with ``num_parallel_games`` in flight, and this process runs the network
     # on their leaves in large batches (see ``workers``).  The games depend on W.
     # -1: one worker per CPU core (``workers.resolve_num_workers``), as the gpu preset does,
     # so that the tree work of one group of workers overlaps the network call of the other.
     num_workers: int = 0
-    # Adjudication by the exact solver (0: off): at the first position with at most this many empty
-    # cells, the weak solver (at most ``adjudicate_nodes`` positions, else no adjudication) gives
-    # the value target of that position and every earlier one (see the module docstring).
-    adjudicate_empty: int = 0
-    adjudicate_nodes: int = 200_000
     # The network's answers are kept by position for one call of ``play_games`` (a generation: the
     # weights do not change within it), so a position searched again is not sent to the network again
     # (``CachedEvaluator``): at most this many positions, about 100 bytes each; 0 turns the cache off.
     cache_positions: int = 1 << 20
-    # Gumbel root selection for the full searches (off by default; see the module docstring).
-    gumbel: gumbel.GumbelConfig = field(default_factory=gumbel.GumbelConfig)
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
             raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
-        if self.temperature_plies < 0 or self.temperature_early < 0 or self.temperature_late < 0:
-            raise ValueError("selfplay.temperature_plies, temperature_early and temperature_late must be >= 0")
+        if self.temperature_plies < 0 or self.temperature_early < 0:
+            raise ValueError("selfplay.temperature_plies and selfplay.temperature_early must be >= 0")
         if not (0 <= self.prefix_share <= 1 and 0 <= self.fork_share <= 1 and self.prefix_share + self.fork_share <= 1):
             raise ValueError("selfplay.prefix_share and selfplay.fork_share must be in [0, 1], their sum at most 1")
         if not 0 <= self.prefix_max_plies <= MAX_PREFIX_PLIES:
             raise ValueError(f"selfplay.prefix_max_plies must be in [0, {MAX_PREFIX_PLIES}]")
-        if not 0 < self.full_search_prob <= 1:
-            raise ValueError("selfplay.full_search_prob must be in (0, 1]")
         if self.num_workers < -1:
             raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
         if self.cache_positions < 0:
             raise ValueError("selfplay.cache_positions must be >= 0 (0 turns the cache off)")
-        if not 0 <= self.adjudicate_empty < game.NUM_CELLS or self.adjudicate_nodes < 1:
-            raise ValueError(f"selfplay.adjudicate_empty must be in [0, {game.NUM_CELLS - 1}] "
-                             "and selfplay.adjudicate_nodes >= 1")
 
 
 @dataclass(frozen=True)
 class GameRecord:
-    """One game's training positions (only fully searched moves).
+    """One game: the training targets of each of its moves, every one searched, and its statistics.
 
-    ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root
-    visit distribution, or the improved policy of a Gumbel search), ``value
-    float32[T]`` (final result for the side to move: +1 win, 0 draw, -1 loss),
-    ``root_value float32[T]`` (search value, side to move); ``num_plies`` is
-    the game's length and ``first_player_result`` its result for the player
-    who moved first.  ``start_ply`` stones were on the board when the game's
-    searches began: 0 from the empty board, more after a random prefix or a
-    fork (``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]``
-    is at ply ``start_ply + t`` when every move is recorded.  With adjudication the values of the positions up to
-    ply ``adjudicated_ply`` come from ``adjudicated_result`` (the solved result
-    for the first player at that ply) instead; ``adjudicated_ply`` is -1 for a
-    game not adjudicated.  ``num_leaves`` and ``leaf_depth_sum`` are search
-    statistics, not targets: the nodes the game's searches added below their
-    roots (each was a leaf once), and the sum of their depths in plies.
+    What training reads (``replay.write_shard``): ``obs uint8[T,2,6,7]`` (side to move first),
+    ``policy float32[T,7]`` (root visit distribution), ``value float32[T]`` (the game's result for the
+    side to move: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value, side to move).
+    ``start_ply`` stones were on the board at its first search: 0 from the empty board, more after a
+    random prefix or a fork (``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]`` is
+    at ply ``start_ply + t``.  ``num_leaves`` and ``leaf_depth_sum`` are search statistics: the nodes
+    the game's searches added below their roots (each was a leaf once), and the sum of their depths.
     """
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
     root_value: np.ndarray
-    num_plies: int
-    first_player_result: int
-    adjudicated_ply: int = -1
-    adjudicated_result: int = 0
-    num_leaves: int = 0
-    leaf_depth_sum: int = 0
     start_ply: int = 0
     opening: str = "empty"
+    num_leaves: int = 0
+    leaf_depth_sum: int = 0
+
+    @property
+    def num_plies(self) -> int:
+        """The game's length: the stones on the board at its end."""
+        return self.start_ply + len(self.value)
+
+    @property
+    def first_player_result(self) -> int:
+        """The game's result for the player who moved first: +1, 0 or -1 (a game has at least one move)."""
+        return int(self.value[0]) * (1 if self.start_ply % 2 == 0 else -1)
 
 
 @dataclass(frozen=True)
 class SelfPlayStats:
-    """``adjudicated_rate``: share of the games the solver settled; ``adjudication_flip_rate``:
-    share of those whose actual result differs from the solved one (a blunder after that point);
-    ``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added;
+    """``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added;
     ``prefix_rate``/``fork_rate``: share of the games started from a random prefix / a fork;
     ``mean_start_ply``: mean number of stones on the board at the games' first searched move;
     ``num_evaluations``: the positions the searches asked the evaluator for, and
@@ -167,8 +130,6 @@ class SelfPlayStats:
     mean_length: float
     first_player_win_rate: float
     draw_rate: float
-    adjudicated_rate: float = 0.0
-    adjudication_flip_rate: float = 0.0
     mean_leaf_depth: float = 0.0
     prefix_rate: float = 0.0
     fork_rate: float = 0.0
@@ -215,7 +176,7 @@ class CachedEvaluator:
     *The network's answers kept for a generation*).
     """
 
-    def __init__(self, inner: mcts.Evaluator, max_positions: int = 1 << 20) -> None:
+    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20) -> None:
         if max_positions < 1:
             raise ValueError("max_positions must be >= 1")
         self.inner = inner
@@ -267,7 +228,7 @@ class CachedEvaluator:
 class _CountingEvaluator:
     """Wraps an evaluator and counts the positions it scores (all of them: no cache)."""
 
-    def __init__(self, inner: mcts.Evaluator) -> None:
+    def __init__(self, inner: search_tree.Evaluator) -> None:
         self.inner = inner
         self.num_evaluations = 0
 
@@ -288,9 +249,6 @@ class _Game:
     obs: list[np.ndarray]
     policy: list[np.ndarray]
     root_value: list[float]
-    plies: list[int]
-    adjudicated_ply: int = -1  # -1: not yet (or never) adjudicated
-    adjudicated_result: int = 0  # for the first player
     num_leaves: int = 0
     leaf_depth_sum: int = 0
     start_ply: int = 0
@@ -298,10 +256,10 @@ class _Game:
 
 
 def play_games(
-    evaluator: mcts.Evaluator,
+    evaluator: search_tree.Evaluator,
     num_games: int,
     config: SelfPlayConfig,
-    search: mcts.SearchConfig,
+    search: search_tree.SearchConfig,
     rng: np.random.Generator,
     *,
     on_game_done: Callable[[GameRecord], None] | None = None,
@@ -313,66 +271,44 @@ def play_games(
     this call, so the first ``num_parallel_games`` games, started together
     before any search, all start from the empty board or a prefix.
     """
-    counter: CachedEvaluator | _CountingEvaluator = (
+    # what the searches see: the evaluator, behind a memory of its answers (or a count of its positions)
+    searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions else _CountingEvaluator(evaluator))
-    judge = solver.Solver(table_size=1 << 18) if config.adjudicate_empty > 0 else None
-    adjudicate_ply = game.NUM_CELLS - config.adjudicate_empty
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
     searched: list[tuple[int, int]] = []  # fork sources: every position searched so far
     started = 0
     while started < num_games or in_flight:
         while started < num_games and len(in_flight) < config.num_parallel_games:
-            g = _new_game(config, rng, searched)
-            if judge is not None and g.ply >= adjudicate_ply:
-                _adjudicate(g, judge, config.adjudicate_nodes)  # it started past the adjudication ply
-            in_flight.append(g)
+            in_flight.append(_new_game(config, rng, searched))
             started += 1
-        full = rng.random() < config.full_search_prob
-        sims = search.num_simulations if full else min(config.fast_simulations, search.num_simulations)
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
-        tree = mcts.Tree(positions, masks, capacity=sims + 1)
-        is_gumbel = full and config.gumbel.enabled
-        if is_gumbel:
-            noise = gumbel.draw_noise(rng, tree.batch_size)
-            gumbel.search(tree, counter, search, config.gumbel, noise, num_simulations=sims)
-            policy = gumbel.improved_policy(tree, config.gumbel)
-            greedy = gumbel.choose_cols(tree, noise, config.gumbel)
-        else:
-            mcts.search(tree, counter, search, num_simulations=sims, rng=rng if full else None)
-            policy = mcts.policy_from_visits(tree.root_visits())
-            greedy = mcts.best_cols(tree)
+        tree = search_tree.Tree(positions, masks, capacity=search.num_simulations + 1)
+        mcts.search(tree, searched_with, search, rng=rng)
+        policy = mcts.policy_from_visits(tree.root_visits())
+        greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
         num_leaves, leaf_depth_sum = _leaf_depths(tree)
         still = []
-        proven_moves = tree.proven_child_values() if config.temperature_late > 0 else None
         for i, g in enumerate(in_flight):
             g.num_leaves += int(num_leaves[i])
             g.leaf_depth_sum += int(leaf_depth_sum[i])
             if config.fork_share > 0:
                 searched.append((g.position, g.mask))
-            if full:
-                g.obs.append(obs[i])
-                g.policy.append(policy[i])
-                g.root_value.append(float(root_value[i]))
-                g.plies.append(g.ply)
-            early = g.ply < config.temperature_plies
-            temperature = config.temperature_early if early else config.temperature_late
-            if not is_gumbel and temperature > 0 and np.isnan(root_proven[i]):
-                # Late in the game proofs are common: a move proven lost is not drawn (the early
-                # plies keep drawing from the plain visits, as they did before the late temperature).
-                col = sample_col(policy[i], temperature, rng, lost=None if early else proven_moves[i] == -1)
+            g.obs.append(obs[i])
+            g.policy.append(policy[i])
+            g.root_value.append(float(root_value[i]))
+            if g.ply < config.temperature_plies and config.temperature_early > 0 and np.isnan(root_proven[i]):
+                col = sample_col(policy[i], config.temperature_early, rng)
             else:
                 col = int(greedy[i])
             g.position, g.mask = game.play(g.position, g.mask, col)
             g.ply += 1
             result = game.outcome(g.position, g.mask)
             if result is None:
-                if judge is not None and g.ply == adjudicate_ply:
-                    _adjudicate(g, judge, config.adjudicate_nodes)  # a game that started before it passes it once
                 still.append(g)
                 continue
             record = _finish(g, result)
@@ -380,7 +316,7 @@ def play_games(
             if on_game_done is not None:
                 on_game_done(record)
         in_flight = still
-    return records, summarize(records, counter.num_evaluations, counter.num_network_evaluations)
+    return records, summarize(records, searched_with.num_evaluations, searched_with.num_network_evaluations)
 
 
 def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]]) -> _Game:
@@ -401,20 +337,15 @@ def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[t
             cols = random_prefix(rng, int(rng.integers(0, config.prefix_max_plies + 1)))
             position, mask = game.from_moves(cols, one_based=False)
     ply = game.num_stones(mask)
-    return _Game(position, mask, ply, [], [], [], [], start_ply=ply, opening=opening)
+    return _Game(position, mask, ply, [], [], [], start_ply=ply, opening=opening)
 
 
-def sample_col(probs: np.ndarray, temperature: float, rng: np.random.Generator, *,
-               lost: np.ndarray | None = None) -> int:
+def sample_col(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """A column drawn with probability proportional to ``probs ** (1 / temperature)``.
 
     ``probs float32[7]`` is a root's visit distribution (side to move), ``temperature > 0``.
-    Columns where ``lost bool[7]`` is set (moves proven lost) are left out unless
-    no other column has any probability.
     """
     p = probs.astype(np.float64)
-    if lost is not None and (p[~lost] > 0).any():
-        p = np.where(lost, 0.0, p)
     if temperature != 1.0:  # at 1 the visits are drawn from exactly as they are
         p = (p / p.max()) ** (1.0 / temperature)
     return int(rng.choice(game.NUM_ACTIONS, p=p / p.sum()))
@@ -479,7 +410,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return np.unpackbits(x.view(np.uint8).reshape(*x.shape, 8), axis=-1).sum(axis=-1, dtype=np.int64)
 
 
-def _leaf_depths(tree: mcts.Tree) -> tuple[np.ndarray, np.ndarray]:
+def _leaf_depths(tree: search_tree.Tree) -> tuple[np.ndarray, np.ndarray]:
     """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search.
 
     A node's depth below the root is its number of stones minus the root's.
@@ -490,35 +421,19 @@ def _leaf_depths(tree: mcts.Tree) -> tuple[np.ndarray, np.ndarray]:
     return tree.num_nodes.astype(np.int64) - 1, depth.sum(axis=1)
 
 
-def _adjudicate(g: _Game, judge: solver.Solver, max_nodes: int) -> None:
-    """Solve the game's current position (weakly, within ``max_nodes``) and keep the result, if found."""
-    score = judge.solve(g.position, g.mask, weak=True, max_nodes=max_nodes)
-    if score is not None:
-        g.adjudicated_ply = g.ply
-        g.adjudicated_result = score if g.ply % 2 == 0 else -score  # for the first player
-
-
 def _finish(g: _Game, result: int) -> GameRecord:
     """Turn a finished game into targets; ``result`` is for the side to move at the end."""
-    plies = np.array(g.plies, np.int64)
-    first_player_result = result if g.ply % 2 == 0 else -result
-    # The first player moves at even plies; positions up to an adjudication take its result.
-    first_player_value = np.where(plies <= g.adjudicated_ply, g.adjudicated_result, first_player_result)
-    value = np.where(plies % 2 == 0, first_player_value, -first_player_value).astype(np.float32)
-    empty_obs = np.zeros((0, 2, game.ROWS, game.COLS), np.uint8)
+    # the side to move at the end is the one to move at every ply of the same parity
+    value = np.where(np.arange(g.start_ply, g.ply) % 2 == g.ply % 2, result, -result).astype(np.float32)
     return GameRecord(
-        obs=np.stack(g.obs) if g.obs else empty_obs,
-        policy=np.stack(g.policy).astype(np.float32) if g.policy else np.zeros((0, game.NUM_ACTIONS), np.float32),
+        obs=np.stack(g.obs),
+        policy=np.stack(g.policy).astype(np.float32),
         value=value,
         root_value=np.array(g.root_value, np.float32),
-        num_plies=g.ply,
-        first_player_result=int(first_player_result),
-        adjudicated_ply=g.adjudicated_ply,
-        adjudicated_result=int(g.adjudicated_result),
-        num_leaves=g.num_leaves,
-        leaf_depth_sum=g.leaf_depth_sum,
         start_ply=g.start_ply,
         opening=g.opening,
+        num_leaves=g.num_leaves,
+        leaf_depth_sum=g.leaf_depth_sum,
     )
 
 
@@ -527,7 +442,6 @@ def summarize(records: list[GameRecord], num_evaluations: int,
     """The statistics of a batch of finished games whose searches asked for ``num_evaluations`` positions,
     ``num_network_evaluations`` of them scored by the network (default: all)."""
     n = max(len(records), 1)
-    adjudicated = [r for r in records if r.adjudicated_ply >= 0]
     return SelfPlayStats(
         num_games=len(records),
         num_positions=sum(len(r.value) for r in records),
@@ -536,9 +450,6 @@ def summarize(records: list[GameRecord], num_evaluations: int,
         mean_length=sum(r.num_plies for r in records) / n,
         first_player_win_rate=sum(r.first_player_result == 1 for r in records) / n,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,
-        adjudicated_rate=len(adjudicated) / n,
-        adjudication_flip_rate=sum(r.adjudicated_result != r.first_player_result for r in adjudicated)
-        / max(len(adjudicated), 1),
         mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
         prefix_rate=sum(r.opening == "prefix" for r in records) / n,
         fork_rate=sum(r.opening == "fork" for r in records) / n,

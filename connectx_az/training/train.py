@@ -64,7 +64,7 @@ def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Ten
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
                 num_steps: int, batch_size: int, rng: np.random.Generator, device: torch.device,
                 *, progress: bool = True, solved: replay.ReplayData | None = None,
-                solved_per_batch: int = 0, solved_target: str = "uniform",
+                solved_per_batch: int = 0,
                 dtype: torch.dtype | None = None) -> dict[str, float]:
     """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses.
 
@@ -74,7 +74,7 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
     ``solved_per_batch`` proven ones: they add to the value loss (the mean over all the batch's
     rows), and to the policy loss only where they carry a policy target (the mean over the
     self-play rows and those; a row without one has an all-zero target), scored as
-    ``solved_target`` says (``proven_policy_terms``).  ``solved_value_loss`` and, where some rows
+    ``proven_policy_terms`` says.  ``solved_value_loss`` and, where some rows
     carry a target, ``solved_policy_loss`` are their own means.
     """
     net.train()
@@ -96,9 +96,9 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
         policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value, dtype)
-        if extra and solved_target != "uniform":
-            policy_terms = torch.cat([policy_terms[:batch_size], proven_policy_terms(
-                log_probs[batch_size:], target_policy[batch_size:], solved_target)])
+        if extra:
+            policy_terms = torch.cat([policy_terms[:batch_size],
+                                      proven_policy_terms(log_probs[batch_size:], target_policy[batch_size:])])
         targets = int((batch.policy[batch_size:].sum(axis=1) > 0).sum()) if extra else 0
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
@@ -116,15 +116,10 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
     return {k: v / max(num_steps, 1) for k, v in sums.items()}
 
 
-def proven_policy_terms(log_probs: torch.Tensor, target: torch.Tensor, kind: str = "uniform") -> torch.Tensor:
-    """Per proven row, its policy loss against ``target`` (uniform over its best moves; all zero where
-    it has none, and then 0): ``"uniform"``, the cross-entropy (least at the target itself, its
-    entropy); ``"any"``, ``-log`` of the probability on the best moves together (0 wherever the
-    policy keeps to them, however it shares it out)."""
-    if kind == "uniform":
-        return -(target * log_probs).sum(dim=1)
-    if kind != "any":
-        raise ValueError(f"unknown proven-policy target {kind!r}; expected one of uniform, any")
+def proven_policy_terms(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per proven row, ``-log`` of the probability on its best moves together (those where ``target``, uniform
+    over them, is above 0): 0 wherever the policy keeps to them, however it shares it out, and 0 for a row
+    without best moves.  (An even share of them, the cross-entropy against ``target``, lost ablation 13.)"""
     best = target > 0
     # a finite fill, not -inf: a row without best moves must give a finite 0 and a zero gradient
     on_best = torch.logsumexp(log_probs.masked_fill(~best, -1e4), dim=1)
@@ -342,7 +337,6 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     losses = train_steps(net, optimizer, data, config.train.steps_per_generation, config.train.batch_size,
                          rng, device, progress=progress, solved=solved,
                          solved_per_batch=config.train.solved_per_batch,
-                         solved_target=config.train.solved_policy_target,
                          dtype=train_autocast_dtype(device, config.train.precision))
     t_train = time.perf_counter() - t1
     row: dict[str, Any] = {

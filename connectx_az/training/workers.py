@@ -59,7 +59,7 @@ from multiprocessing.process import BaseProcess
 
 import numpy as np
 
-from connectx_az.engine import game, mcts
+from connectx_az.engine import game, search_tree
 from connectx_az.training import selfplay
 from connectx_az.training.selfplay import GameRecord, SelfPlayConfig, SelfPlayStats
 
@@ -76,10 +76,10 @@ class WorkerError(RuntimeError):
 
 
 def play_games(
-    evaluator: mcts.Evaluator,
+    evaluator: search_tree.Evaluator,
     num_games: int,
     config: SelfPlayConfig,
-    search: mcts.SearchConfig,
+    search: search_tree.SearchConfig,
     rng: np.random.Generator,
     *,
     on_game_done: Callable[[GameRecord], None] | None = None,
@@ -141,7 +141,7 @@ def worker_seeds(rng: np.random.Generator, num_workers: int) -> list[int]:
 
 
 def _serve(
-    evaluator: mcts.Evaluator,
+    evaluator: search_tree.Evaluator,
     processes: list[BaseProcess],
     connections: list[Connection],
     *,
@@ -238,7 +238,7 @@ def _stop(processes: list[BaseProcess], connections: list[Connection]) -> None:
 
 
 class _RemoteEvaluator:
-    """``mcts.Evaluator`` inside a worker: each call is one round trip to the server."""
+    """``search_tree.Evaluator`` inside a worker: each call is one round trip to the server."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -258,7 +258,7 @@ class _RemoteEvaluator:
         return answer[: n * game.NUM_ACTIONS].reshape(n, game.NUM_ACTIONS).copy(), answer[n * game.NUM_ACTIONS :].copy()
 
 
-def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig, search: mcts.SearchConfig,
+def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig, search: search_tree.SearchConfig,
                  seed: int) -> None:
     """A worker process: play ``num_games`` games, sending leaves and finished games to the server."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops us.

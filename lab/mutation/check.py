@@ -63,7 +63,7 @@ MUTATIONS = (
              "return np.where(lost, 1.0, np.where(full, 0.0, np.nan))",
              ("tests/test_mcts.py",), "a lost terminal position scores as a win"),
     # the rules (pasted)
-    Mutation("win-check-diagonal", GAME, "for shift in (1, _H1 - 1, _H1, _H1 + 1):", "for shift in (1, _H1 - 1, _H1):",
+    Mutation("win-check-diagonal", GAME, "| (falling & (falling >> 16))) != 0", ") != 0",
              ("tests/test_game.py",), "one diagonal's four in a row is not a win"),
     # the agent's move choice and its safety net (pasted)
     Mutation("agent-block", GAME, "threats = winning_cols(position ^ mask, mask)",

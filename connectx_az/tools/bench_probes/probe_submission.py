@@ -28,13 +28,13 @@ def main() -> None:
     agent, env = exec_submission(submission)
     exec_done = time.perf_counter()
     template, player = env["_template"], env["_agent"]
-    mcts, game = env["_MODULES"]["mcts"], env["_MODULES"]["game"]
+    mcts, search_tree, game = env["_MODULES"]["mcts"], env["_MODULES"]["search_tree"], env["_MODULES"]["game"]
     evaluator = player.load_model()
     decode_done = time.perf_counter()
     # the first tiny search: one batch of leaves from the empty board
-    tiny = mcts.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
-                             num_parallel=template.CONFIG.search.num_parallel)
-    tree = mcts.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
+    tiny = search_tree.SearchConfig(num_simulations=template.CONFIG.search.num_parallel,
+                                    num_parallel=template.CONFIG.search.num_parallel)
+    tree = search_tree.Tree(numpy.zeros(1, numpy.uint64), numpy.zeros(1, numpy.uint64), capacity=64)
     mcts.search(tree, evaluator, tiny)
     search_done = time.perf_counter()
     rss_loaded = rss_mb()
