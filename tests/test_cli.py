@@ -608,6 +608,36 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         assert expected in err, (argv, err)
 
 
+def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_that_grades_or_plays_it(
+        tmp_path: Path) -> None:
+    # On Kaggle the agent plays on with uniform priors (the game must go on); before an upload it must fail.
+    from connectx_az.tools import builder
+
+    builder.build_submission(DEFAULT_ONNX, tmp_path / "good.py")
+    lines = (tmp_path / "good.py").read_text().splitlines(keepends=True)
+    start = lines.index('MODEL_B64 = """\n')
+    lines[start + 3] = "\n"  # one line of the embedded model blanked
+    (tmp_path / "blanked.py").write_text("".join(lines))
+    runs = [["validate", "blanked.py", "--games", "1", "--opponents", "random"],
+            ["eval", "pons", "--submission", "blanked.py", "--limit", "1", "--sets", "End-Easy"],
+            ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite"],
+            ["arena", "--model", "--alphabeta", "1", "--builtin", "--submission", "blanked.py"],
+            ["compare", "blanked.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
+              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for argv, (code, err) in zip(runs, json.loads(done.stdout.splitlines()[-1]), strict=True):
+        assert code == 2 and err.count("\n") == 1, (argv, err)
+        assert err.startswith("error: blanked.py: its network did not load (model: the embedded model fails its "
+                              "sha256 check); on Kaggle it would play with uniform priors"), (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blanked.py", "good.py"]  # no replays, no compare folder
+
+
 @pytest.mark.parametrize(("argv", "files", "message"), [
     (["card", "README.md"], {"README.md": "# notes\n"}, "README.md is neither an ONNX model nor its .json card"),
     (["card", "empty.py"], {"empty.py": ""}, "empty.py is neither an ONNX model nor its .json card"),

@@ -109,3 +109,14 @@ def test_validate_stops_at_the_first_broken_move_and_says_what_it_did(name: str,
     assert str(caught.value).endswith("; validation stops at the file's first broken move")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "replays").exists()  # no replay of a broken file
+
+
+def test_check_network_names_the_backend_of_a_good_file_and_leaves_a_file_of_another_kind_alone(
+        tmp_path: Path) -> None:
+    from connectx_az import paths
+    from connectx_az.tools import builder
+
+    builder.build_submission(paths.DEFAULT_MODEL, tmp_path / "good.py", book_path=None)
+    assert kaggle_io.check_network(tmp_path / "good.py") in ("onnxruntime", "numpy")
+    (tmp_path / "plain.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    assert kaggle_io.check_network(tmp_path / "plain.py") == ""

@@ -47,7 +47,8 @@ def cmd_duel(args: argparse.Namespace) -> int:
     if args.max_nodes < 1:
         raise common.UserError("--max-nodes must be >= 1")
     common.require_runtime(args)
-    kaggle_io.load_submission(args.submission)  # a file that is not a submission: one line (SubmissionError)
+    # a file that is not a submission, or whose network does not load: one line (SubmissionError)
+    kaggle_io.check_network(args.submission)
     compiled = args.solver == "numba" and extras.is_installed("numba")
     print(f"duel: {2 * args.games} games, runtime {args.runtime}, {args.act_timeout:g} s a move; the opponent's and "
           "the checks' solver " + ("compiled (numba)" if compiled else "in pure Python (slow" + (

@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -119,8 +120,8 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
     """The built file of ``source`` in ``out_dir`` (``NAME.py``, with the shipped book), and its model.
 
     ``source``: an ONNX model, a training run folder (its checkpoint exported to ``NAME.onnx``: needs torch) or a
-    built ``submission.py`` (used as it is; its embedded model is written to ``NAME.onnx``).  A file already built
-    in ``out_dir`` is kept (a resumed compare).
+    built ``submission.py`` (used as it is, once its network loads: ``kaggle_io.check_network``; its embedded model
+    is written to ``NAME.onnx``).  A file already built in ``out_dir`` is kept (a resumed compare).
     """
     from connectx_az.tools import builder
 
@@ -139,6 +140,12 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
             card = export.checkpoint_card(report.path, net, path / "checkpoint.pt", data)
             files.atomic_write_bytes(model.with_suffix(".json"), (json.dumps(card, indent=2) + "\n").encode())
     elif path.suffix == ".py":
+        from connectx_az.evaluation import kaggle_io
+
+        try:  # a file that is not a submission, or whose network does not load, is refused before any grade
+            kaggle_io.check_network(path)
+        except kaggle_io.SubmissionError as exc:
+            raise CompareError(str(exc)) from None
         if not model.is_file():
             try:
                 files.atomic_write_bytes(model, builder.embedded_model(path))
@@ -432,7 +439,6 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
         if not path.exists():
             raise CompareError(f"{path} not found: give an ONNX model, a training run folder or a built "
                                "submission.py")
-    out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"candidate": str(Path(candidate).resolve()), "against": str(Path(against).resolve()),
                 "sha256": [_sha256(candidate), _sha256(against)], "sizes": asdict(sizes), "runtimes": list(runtimes)}
     saved = _read(out_dir, "compare.json")
@@ -440,9 +446,16 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
         changed = " (since changed)" if saved.get("candidate") == manifest["candidate"] else ""
         raise CompareError(f"{out_dir} holds another compare ({saved['candidate']}{changed} against "
                            f"{saved['against']}, {Sizes(**saved['sizes']).label}); choose another --out")
-    files.atomic_write_bytes(out_dir / "compare.json", (json.dumps(manifest, indent=2) + "\n").encode())
-    first = prepare(candidate, out_dir, "candidate")
-    second = prepare(against, out_dir, "shipped")
+    created = not out_dir.exists()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files.atomic_write_bytes(out_dir / "compare.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        first = prepare(candidate, out_dir, "candidate")
+        second = prepare(against, out_dir, "shipped")
+    except BaseException:  # a candidate that cannot be built or loaded leaves no folder behind it
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     steps = plan(first, second, sizes, runtimes, duel_cache=duel_cache, replays=str(out_dir / "replays"))
     skipped = run_steps(steps, out_dir, cores=cores, log=log)
     result = verdict(out_dir, runtimes)
