@@ -296,6 +296,13 @@ def test_eval_pons_of_a_submission_says_what_it_will_take_before_it_starts(tmp_p
     assert "grading 1 positions, 1 file, runtime numpy, 0.2 s a move: at most about" in result.stderr
 
 
+def test_validate_refuses_an_opponent_kaggle_environments_lacks_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    bad = _run("validate", "submission.py", "--opponents", "alphazero", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'alphazero'" in bad.stderr
+    assert "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_eval_pons_refuses_an_unknown_runtime(tmp_path: Path) -> None:
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr

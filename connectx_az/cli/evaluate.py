@@ -155,8 +155,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("submission", nargs="?", default="build/submission.py",
                    help="the built file (default build/submission.py)")
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
-    p.add_argument("--opponents", nargs="+", default=["random", "negamax"],
-                   help="kaggle-environments agents to play (default: random negamax)")
+    p.add_argument("--opponents", nargs="+", default=["random", "negamax"], choices=["random", "negamax"],
+                   help="kaggle-environments' built-in agents to play (default: random negamax)")
     p.add_argument("--replays", help="folder for the HTML replays of the last game against each opponent and seat "
                    "(default build/replays/NAME, NAME the file's name without .py)")
     p.add_argument("--act-timeout", type=float,

@@ -48,6 +48,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
         errors += [ConfigError, CheckpointError]
     except ImportError:
         pass
+    try:  # onnx too
+        from connectx_az.training.export import ExportError
+
+        errors.append(ExportError)
+    except ImportError:
+        pass
     from connectx_az.agent.backends import ModelError
     from connectx_az.cards import CardError
     from connectx_az.tools.builder import BuildError
