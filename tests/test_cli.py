@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -427,6 +428,29 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "is not readable JSON" in bad.stderr
     missing = _run("card", str(tmp_path / "none.onnx"), cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'none.onnx'} not found\n"
+
+
+def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(small_onnx: Path, tmp_path: Path,
+                                                                                 monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(small_onnx, tmp_path / "mine.onnx")
+    assert cli_main.main(["build", "--no-book"]) == 0
+    assert capsys.readouterr().out.startswith("wrote build/submission.py (")
+    shipped = (tmp_path / "build" / "submission.py").read_bytes()
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("wrote build/submission_mine.py (") and "replaced" not in out, out
+    assert (tmp_path / "build" / "submission.py").read_bytes() == shipped  # the shipped build is left alone
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book", "--out", "build/submission.py"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shipped_sha256 = hashlib.sha256(DEFAULT_ONNX.read_bytes()).hexdigest()
+    assert lines[1] == f"replaced: build/submission.py held another model (sha256 {shipped_sha256[:12]})", lines
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book", "--out", "build/submission.py"]) == 0
+    assert "replaced" not in capsys.readouterr().out  # the same model again: nothing replaced worth saying
+    (tmp_path / "mine.pt").write_bytes(b"not onnx")
+    assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
+        "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
+        "mine.pt --out mine.onnx`, and build that\n")
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
