@@ -543,7 +543,7 @@ def test_a_missing_optional_package_is_one_line_that_says_how_to_install_it(
     names = [extras.PACKAGES[name][0] for name in blocked]
     assert f"`connectx-az {command}` needs {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}" \
         in err
-    assert f"`make install-{extra}`" in err and f"pip install 'connectx-az[{extra}]'" in err
+    assert f"`make install-{extra}`" in err and f"pip install -e '.[{extra}]'" in err
 
 
 def test_grading_a_model_and_the_arena_need_no_torch(monkeypatch, capsys) -> None:
