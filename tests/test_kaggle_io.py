@@ -120,3 +120,16 @@ def test_check_network_names_the_backend_of_a_good_file_and_leaves_a_file_of_ano
     assert kaggle_io.check_network(tmp_path / "good.py") in ("onnxruntime", "numpy")
     (tmp_path / "plain.py").write_text("def agent(observation, configuration):\n    return 3\n")
     assert kaggle_io.check_network(tmp_path / "plain.py") == ""
+
+
+def test_a_game_the_book_played_reports_no_backend_as_none_needed_not_as_a_failure() -> None:
+    from types import SimpleNamespace
+
+    from connectx_az.evaluation import reports
+
+    book_only = {"_agent": SimpleNamespace(backend="", solver_kind="")}
+    assert kaggle_io._submission_backend(book_only) == kaggle_io._submission_solver(book_only) == "none needed"
+    searched = {"_agent": SimpleNamespace(backend="numpy", solver_kind="python")}
+    assert (kaggle_io._submission_backend(searched), kaggle_io._submission_solver(searched)) == ("numpy", "python")
+    assert "none needed: the book, forced moves or the solver chose every move" in " ".join(
+        reports.validate_report([], runtime="numpy", replays="build/replays/x"))

@@ -180,15 +180,20 @@ def warm_up(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> None
     agent(observation, configuration)
 
 
+#: what validate reports where no move of a game needed the network or the solver: no failure, nothing to load
+NONE_NEEDED = "none needed"
+
+
 def _submission_backend(namespace: dict[str, Any]) -> str:
-    """The inference backend the agent (``_agent``) of an executed submission used; ``not loaded`` where no move
+    """The inference backend the agent (``_agent``) of an executed submission used; ``NONE_NEEDED`` where no move
     needed the network (the book, the solver or a forced move chose every one)."""
-    return str(getattr(namespace.get("_agent"), "backend", "") or "not loaded")
+    return str(getattr(namespace.get("_agent"), "backend", "") or NONE_NEEDED)
 
 
 def _submission_solver(namespace: dict[str, Any]) -> str:
-    """The exact solver the agent of an executed submission played with (``numba``, ``python``)."""
-    return str(getattr(namespace.get("_agent"), "solver_kind", "") or "not loaded")
+    """The exact solver the agent of an executed submission played with (``numba``, ``python``); ``NONE_NEEDED``
+    where the book or a forced move chose every move."""
+    return str(getattr(namespace.get("_agent"), "solver_kind", "") or NONE_NEEDED)
 
 
 @dataclass
