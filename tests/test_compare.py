@@ -198,7 +198,31 @@ def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path
     assert cores == {"kaggle": 0, "numpy": 1}
     assert ran[-1] == ("network alone", 0) and steps[0].name not in [name for name, _ in ran]
     assert len(ran) == len(steps) - 1 - 2  # all but the graded one and the two skipped
-    assert all(line.startswith("[") or "skipped" in line for line in lines)
+    assert lines[0] == f"1 of {len(steps)} steps graded before; {len(steps) - 1} to go"
+    assert all(line.startswith("[") or "skipped" in line for line in lines[1:])
+
+
+def test_the_time_left_comes_from_the_steps_timed_in_this_run_and_a_resumed_compare_counts_its_graded_steps(
+        tmp_path) -> None:
+    contender = compare.Contender(tmp_path / "c.py", tmp_path / "c.onnx", "c")
+    steps = compare.plan(contender, contender, compare.Sizes(limit=10, games=2, network_limit=10), ["numpy"])
+    assert [s.kind for s in steps] == [("numpy", "pons")] * 6 + [("numpy", "negamax"), ("numpy", "duel"),
+                                                                 ("", "network")]
+    now = [0.0]
+    lines: list[str] = []
+    progress = compare._Progress(len(steps), steps[2:], lines.append, clock=lambda: now[0])
+    for k, seconds in zip(range(2, 6), (20.0, 50.0, 40.0, 40.0), strict=True):  # four Pons sets, 10 positions each
+        progress.starting(steps[k])
+        now[0] += seconds
+        progress.finished(steps[k])
+    progress.starting(steps[6])
+    untimed = "negamax (numpy), duel (numpy), network alone not timed yet"
+    # each Pons set still to come at the seconds a position the sets so far took: 20/10, then 70/20, then 110/30
+    assert lines == ["2 of 9 steps graded before; 7 to go", "[3/9] numpy Middle-Medium",
+                     f"[4/9] numpy Begin-Easy, about 60 s left and {untimed}",
+                     f"[5/9] numpy Begin-Medium, about 70 s left and {untimed}",
+                     f"[6/9] numpy Begin-Hard, about 37 s left and {untimed}",
+                     f"[7/9] numpy negamax, {untimed}"], lines
 
 
 def test_a_missing_candidate_is_refused_before_anything_is_written(tmp_path) -> None:

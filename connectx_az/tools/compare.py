@@ -177,7 +177,13 @@ class Step:
     file: str
     args: tuple[str, ...]
     needs: tuple[str, ...] = ()
-    weight: float = 1.0  # rough cost, for the estimate
+    weight: float = 1.0  # its size within its kind (positions or games, times the clock): what the time left scales
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """``(runtime, kind)``: ``("kaggle", "pons")``...; ``("", "network")`` for the networks alone."""
+        kind, _, rest = self.file.removesuffix(".json").partition("_")
+        return rest.split("_")[0], kind
 
 
 def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Sequence[str] = RUNTIMES, *,
@@ -194,24 +200,24 @@ def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Seque
             steps.append(Step(f"{runtime} {name}", f"pons_{runtime}_{name}.json",
                               ("eval", "pons", "--submission", str(candidate.submission), str(shipped.submission),
                                "--runtime", runtime, "--sets", name, *limit, *clock, "--json"), needs,
-                              weight=positions * 2 * sizes.act_timeout / 4))
+                              weight=positions * sizes.act_timeout))
         steps.append(Step(f"{runtime} negamax", f"negamax_{runtime}.json",
                           ("validate", str(candidate.submission), "--runtime", runtime, "--opponents", "negamax",
                            "--games", str(sizes.games), *(clock if sizes.act_timeout != 2.0 else ()), "--json",
                            "--replays", f"{replays}/{runtime}"),
-                          (*needs, "kaggle_environments"), weight=sizes.games * 2 * 8 * sizes.act_timeout / 4))
+                          (*needs, "kaggle_environments"), weight=sizes.games * sizes.act_timeout))
         steps.append(Step(f"{runtime} duel", f"duel_{runtime}.json",
                           ("duel", str(candidate.submission), "--games", str(sizes.games), "--noise", "0.2",
                            "--runtime", runtime, "--cache", duel_cache, *clock, "--json",
                            *(("--opening", sizes.duel_opening) if sizes.duel_opening else ())),
-                          needs, weight=sizes.games * 2 * 15 * sizes.act_timeout / 4))
+                          needs, weight=sizes.games * sizes.act_timeout))
     if candidate.model is not None and shipped.model is not None:
         limit = () if sizes.network_limit is None else ("--limit", str(sizes.network_limit))
         positions = pons.num_positions(limit=sizes.network_limit)
         steps.append(Step("network alone", "network.json",
                           ("eval", "pons", "--model", str(candidate.model), "--compare", str(shipped.model),
                            "--sims", str(SIMULATIONS), *limit, "--json"), ("onnxruntime", "onnx", "torch"),
-                          weight=positions * 2 * SIMULATIONS / 20_000))
+                          weight=positions))
     return steps
 
 
@@ -228,8 +234,9 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
     for step in todo:
         lanes.setdefault(step.name.split()[0] if step.file.startswith(("pons_", "negamax_", "duel_")) else "",
                          []).append(step)
-    progress = _Progress(sum(s.weight for s in todo), log)
     runtime_lanes = [lane for name, lane in lanes.items() if name]
+    at_once = min(len(cores), len(runtime_lanes)) if len(cores) > 1 else 1
+    progress = _Progress(len(steps), todo, log, lanes_at_once=max(at_once, 1))
     if len(cores) > 1 and len(runtime_lanes) > 1:
         with ThreadPoolExecutor(len(runtime_lanes)) as pool:
             for future in [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress)
@@ -243,26 +250,67 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
 
 
 class _Progress:
-    """The compare's progress lines: each step as it starts, the share done by weight, an estimate of what is left."""
+    """The compare's progress lines: each step as it starts, its place among all the steps (those graded before, by a
+    killed compare, count as done), and the time left, measured: each step still to come takes the seconds per unit
+    of ``Step.weight`` that the steps of its kind (the same runtime's first, else the other's) took in this run.
+    Kinds not timed yet are named instead; before the first step ends there is no estimate.
+    ``lanes_at_once``: runtimes graded at once (``--cores``), which divide the runtimes' time left."""
 
-    def __init__(self, total: float, log: Callable[[str], None]) -> None:
-        self.total, self.done, self.log = total or 1.0, 0.0, log
-        self.start = time.monotonic()
+    def __init__(self, num_steps: int, todo: Sequence[Step], log: Callable[[str], None], *, lanes_at_once: int = 1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.num_steps, self.num_started = num_steps, num_steps - len(todo)
+        self.waiting = list(todo)
+        self.started: dict[str, float] = {}
+        self.timed: list[tuple[Step, float]] = []  # (step, seconds) of the steps this run finished
+        self.lanes_at_once, self.log, self.clock = lanes_at_once, log, clock
         self.skipped: list[str] = []
         self.lock = threading.Lock()
+        if self.num_started:
+            log(f"{self.num_started} of {num_steps} steps graded before; {len(todo)} to go")
+
+    def _rate(self, step: Step) -> float | None:
+        """Seconds per unit of weight of ``step``'s kind, as timed in this run (None: not timed yet)."""
+        for same in (lambda s: s.kind == step.kind, lambda s: s.kind[1] == step.kind[1]):
+            timed = [(s, seconds) for s, seconds in self.timed if same(s)]
+            if timed:
+                return sum(seconds for _, seconds in timed) / max(sum(s.weight for s, _ in timed), 1e-9)
+        return None
+
+    def _left(self, coming: Sequence[Step]) -> str:
+        runtimes = networks = 0.0
+        untimed: list[str] = []
+        for step in coming:
+            rate = self._rate(step)
+            if rate is None:
+                label = "network alone" if step.kind[1] == "network" else f"{step.kind[1]} ({step.kind[0]})"
+                untimed += [label] if label not in untimed else []
+            elif step.kind[0]:
+                runtimes += rate * step.weight
+            else:
+                networks += rate * step.weight
+        if not self.timed:
+            return ""
+        timed = len(untimed) < len({s.kind for s in coming})
+        notes = ([f"about {_minutes(runtimes / self.lanes_at_once + networks)} left"] if timed else []) + (
+            [f"{', '.join(untimed)} not timed yet"] if untimed else [])
+        return ", " + " and ".join(notes) if notes else ""
 
     def starting(self, step: Step) -> None:
         with self.lock:
-            elapsed = time.monotonic() - self.start
-            left = f", about {_minutes(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
-            self.log(f"[{100 * self.done / self.total:3.0f}%] {step.name}{left}")
+            self.waiting.remove(step)
+            self.started[step.name] = self.clock()
+            self.num_started += 1
+            self.log(f"[{self.num_started}/{self.num_steps}] {step.name}{self._left([step, *self.waiting])}")
 
     def finished(self, step: Step, skipped: str = "") -> None:
         with self.lock:
-            self.done += step.weight
             if skipped:
+                self.waiting.remove(step)
+                self.num_started += 1
                 self.skipped.append(skipped)
                 self.log(skipped)
+            else:
+                self.timed.append((step, self.clock() - self.started.pop(step.name)))
 
 
 def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress) -> None:
