@@ -232,3 +232,15 @@ def test_a_missing_candidate_is_refused_before_anything_is_written(tmp_path) -> 
         with pytest.raises(compare.CompareError, match="not found: give an ONNX model"):
             compare.run(candidate, out, against=against)
     assert not out.exists()  # no manifest naming a file that is not there, to refuse the right file later
+
+
+def test_a_verdict_that_ships_says_the_smallest_difference_its_sample_could_show(tmp_path) -> None:
+    assert compare.smallest_worse() == 5  # 0.5 ** 5 = 1/32 < 0.05 <= 1/16
+    for n, said in ((3, "no set of 3 positions can be: grade more (--limit) before shipping"),
+                    (100, "on 100 a set that is 5% of a set, so a smaller difference can pass unseen")):
+        write_grades(tmp_path / str(n), n=n)
+        result = compare.verdict(tmp_path / str(n), runtimes=("numpy",))
+        lines = compare.format_verdict(result, sizes=compare.Sizes(limit=n), candidate="c.onnx", shipped="s.onnx")
+        assert lines[-2] == "verdict: the candidate may ship"
+        assert lines[-1] == ("  a set is found worse only where the candidate alone errs on at least 5 positions; "
+                             + said)

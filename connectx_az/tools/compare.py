@@ -89,6 +89,12 @@ def sign_test(only_candidate: int, only_shipped: int) -> float:
     return sum(math.comb(n, k) for k in range(only_candidate, n + 1)) / 2 ** n
 
 
+def smallest_worse() -> int:
+    """The fewest positions only the candidate gets wrong, none the other way, that the sign test finds worse
+    (5 at ``ALPHA`` 0.05): a set graded on fewer positions than this can never be found worse."""
+    return next(k for k in range(1, 64) if sign_test(k, 0) < ALPHA)
+
+
 def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[str, dict[str, Any]]:
     """Per set both graded: ``n``, each file's mistakes, the discordant counts and ``p`` (``sign_test``).
 
@@ -464,6 +470,14 @@ def format_verdict(result: dict[str, Any], *, sizes: Sizes, candidate: str, ship
         lines.append(f"not graded: {', '.join(result['missing'])}")
     if result["ships"]:
         lines.append("verdict: the candidate may ship" + (" (on what was graded)" if result["missing"] else ""))
+        sizes_graded = [s["n"] for r in result["runtimes"].values() for s in r["sets"].values()] + [
+            s["n"] for sets in (result["network"] or {}).values() for s in sets.values()]
+        k = smallest_worse()
+        if sizes_graded:
+            n = min(sizes_graded)
+            lines.append(f"  a set is found worse only where the candidate alone errs on at least {k} positions; "
+                         + (f"on {n} a set that is {k / n:.0%} of a set, so a smaller difference can pass unseen"
+                            if n >= k else f"no set of {n} positions can be: grade more (--limit) before shipping"))
     else:
         lines.append("verdict: keep the shipped file; " + "; ".join(result["fails"]))
     return lines
