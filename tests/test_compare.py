@@ -124,6 +124,11 @@ def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
     assert card["command"] == "connectx-az compare c.onnx (against s.onnx, sha256 cdcdcdcdcdcd)"
     assert card["network"].startswith("MCTS 800: Begin-Hard 0.0%, Begin-Medium 0.0%")  # `card` says "network alone"
     assert card["network"].endswith("value head W/D/L on Begin-Hard's 1,000 positions 71.2%")
+    # against the shipped model, which the candidate replaces once it ships: named as the one shipped before it
+    manifest = json.loads((tmp_path / "compare.json").read_text())
+    (tmp_path / "compare.json").write_text(json.dumps({**manifest, "against": str(compare.SHIPPED_MODEL)}))
+    assert compare.strength_card(tmp_path)["command"] == ("connectx-az compare c.onnx (against the model shipped "
+                                                          "before it (default.onnx), sha256 cdcdcdcdcdcd)")
 
 
 def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(

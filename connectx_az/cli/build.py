@@ -70,7 +70,7 @@ def cmd_card(args: argparse.Namespace) -> int:
     if not card:
         raise common.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
                                "exports")
-    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
+    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card, model=path)))
     return 0
 
 

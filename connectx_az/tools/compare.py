@@ -534,6 +534,14 @@ def _sha256(source: str | Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
+def _against_label(against: str) -> str:
+    """What a card names the file a compare was against: the shipped model is named as it was then, since the
+    candidate, once it ships, takes its name."""
+    if Path(against).resolve() == SHIPPED_MODEL.resolve():
+        return f"the model shipped before it ({SHIPPED_MODEL.name})"
+    return Path(against).name
+
+
 def strength_card(out_dir: str | Path) -> dict[str, str]:
     """The model card's ``strength`` of the candidate, read from a compare's grades in ``out_dir``: ``headline``
     (its file under the clock), ``network`` (the network alone) and ``command`` (the compare that measured them)."""
@@ -555,7 +563,7 @@ def strength_card(out_dir: str | Path) -> dict[str, str]:
                         f"{others:.1%}" + ("" if sizes == FULL else f" ({sizes.label})"),
             "command": f"connectx-az compare {Path(manifest['candidate']).name}"
                        + (" --quick" if sizes == QUICK else "")
-                       + f" (against {Path(manifest['against']).name}, sha256 {manifest['sha256'][1][:12]})"}
+                       + f" (against {_against_label(manifest['against'])}, sha256 {manifest['sha256'][1][:12]})"}
     network = _read(out_dir, "network.json")
     if network is not None:
         search = network[f"mcts{SIMULATIONS}"]
