@@ -681,6 +681,9 @@ def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_t
      "--out nonexistent.onnx`"),
     (["train", "run", "--preset", "smoke", "--set", "mcts.num_simulations=abc"], {},
      "setting mcts.num_simulations: expected an integer, got 'abc'"),
+    *[(argv, {"m.onnx": "x"}, "m.onnx is an ONNX model, an export that training cannot read: use the .pt checkpoint "
+       "it came from (a run's checkpoint.pt; the shipped network's is connectx_az/models/default.pt)")
+      for argv in (["train", "run", "--preset", "smoke", "--init-model", "m.onnx"], ["export", "m.onnx"])],
     (["train", "notarun", "--preset", "smoke"], {"notarun/notes.txt": "mine\n"},
      "notarun is not empty and holds no run (no config.json); a new run needs a new or empty folder"),
 ])
