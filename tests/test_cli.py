@@ -649,9 +649,10 @@ def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_t
     start = lines.index('MODEL_B64 = """\n')
     lines[start + 3] = "\n"  # one line of the embedded model blanked
     (tmp_path / "blanked.py").write_text("".join(lines))
+    # one process runs them in turn; validate, first, blocks numba for the rest of it: the duel's referee is Python's
     runs = [["validate", "blanked.py", "--games", "1", "--opponents", "random"],
             ["eval", "pons", "--submission", "blanked.py", "--limit", "1", "--sets", "End-Easy"],
-            ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite"],
+            ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite", "--solver", "python"],
             ["arena", "--model", "--alphabeta", "1", "--builtin", "--submission", "blanked.py"],
             ["compare", "blanked.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
     script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
