@@ -249,3 +249,15 @@ def test_a_verdict_that_ships_says_the_smallest_difference_its_sample_could_show
         assert lines[-2] == "verdict: the candidate may ship"
         assert lines[-1] == ("  a set is found worse only where the candidate alone errs on at least 5 positions; "
                              + said)
+
+
+def test_a_candidate_that_cannot_be_built_leaves_no_folder(tmp_path) -> None:
+    (tmp_path / "corrupt.onnx").write_bytes(b"not a model")
+    out = tmp_path / "build" / "compare" / "corrupt"
+    with pytest.raises(compare.CompareError, match="cannot build"):
+        compare.run(tmp_path / "corrupt.onnx", out, runtimes=("numpy",))
+    assert not out.exists()
+    out.mkdir(parents=True)  # a folder that was there before stays
+    with pytest.raises(compare.CompareError):
+        compare.run(tmp_path / "corrupt.onnx", out, runtimes=("numpy",))
+    assert out.is_dir()
