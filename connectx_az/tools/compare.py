@@ -77,7 +77,8 @@ class Sizes:
 
 
 FULL = Sizes()
-#: about ten minutes a runtime on one core: a sample of each set and a few games
+#: a sample of each set and a few games: 35 minutes on one core of a 2-core VM other work shared (2026-11-28),
+#: 14 of them the first duel, its referee's cache cold (22 for the kaggle runtime, 7 for numpy, 5 the networks)
 QUICK = Sizes(limit=100, games=10, network_limit=200)
 
 
