@@ -21,7 +21,20 @@ ONNX_SPEC ?= onnx==1.17.0
 KAGGLE_PYTHONS ?= 3.11 3.12
 KAGGLE_DIR := build/kaggle
 
-.PHONY: gpu-check submission test test-slow test-timing validate install install-eval install-train install-validate install-test train-cpu kaggle lint clean distclean
+.PHONY: help gpu-check submission test test-slow test-timing validate install install-eval install-train install-validate install-test train-cpu kaggle lint clean distclean
+
+# `make` alone: what there is to make (the first rule below would make an empty $(VENV)).
+.DEFAULT_GOAL := help
+help:
+	@echo "make submission     build/submission.py, the file to upload (installs numpy and the package into $(VENV))"
+	@echo "make validate       play it through kaggle-environments (GAMES=20 a seat and opponent, RUNTIME=numpy)"
+	@echo "make install-train  what \`connectx-az train\` and \`export\` need (TORCH=cuda on a CUDA machine)"
+	@echo "make install-eval   what grading a model, \`arena\` and \`play\` need (no torch)"
+	@echo "make test           the tests (make test-slow, make test-timing, make lint: the others)"
+	@echo "make kaggle         build/kaggle/, a folder to upload as a Kaggle dataset for the notebook"
+	@echo "make gpu-check      on a CUDA machine: what only a GPU can show"
+	@echo "make clean          remove the builds, replays, compares and caches in build/ (your models stay)"
+	@echo "make distclean      that, and $(VENV)"
 
 # The package needs Python >= 3.11 (pyproject.toml): a PYTHON older than that is refused before $(VENV) is made, and
 # a $(VENV) left by an older one (or by hand) is refused in one line that says how to start over.
@@ -117,9 +130,15 @@ train-cpu: $(VENV)/.train
 # generations of the gpu preset and its whole run projected (here and on a T4), a file built and played.  On a GPU
 # machine whose python3 already has a CUDA torch (Kaggle, Colab, a lent box) nothing is installed: it runs from this
 # tree.  The same check runs on the CPU with the smoke preset in `make test` (tests/test_bench_gpu.py).
-GPU_PYTHON ?= python3
+# GPU_PYTHON: python3 where it has torch, else this checkout's $(VENV) (`make install-train TORCH=cuda`).
+GPU_PYTHON ?= $(shell python3 -c 'import torch' 2>/dev/null && echo python3 || echo $(PY))
 GPU_CHECK_OUT ?= build/gpu-check
 gpu-check:
+	@$(GPU_PYTHON) -c 'import torch' 2>/dev/null || { echo "error: make gpu-check needs a Python with torch: neither" \
+		"python3 nor $(PY) has one (on a CUDA machine: make install-train TORCH=cuda)"; exit 1; }
+	@$(GPU_PYTHON) -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' || { echo "error: make" \
+		"gpu-check measures a CUDA GPU, and the torch of $(GPU_PYTHON) sees none here (no GPU, or a CPU build of" \
+		"torch: make install-train TORCH=cuda)"; exit 1; }
 	PYTHONPATH="$(CURDIR)" $(GPU_PYTHON) -m connectx_az.cli bench gpu --out $(GPU_CHECK_OUT)
 
 # One folder to upload as a Kaggle dataset: the package's wheel, onnx wheels, and the notebook, which
@@ -142,9 +161,13 @@ kaggle: $(VENV)/.core
 lint: $(VENV)/.test
 	$(BIN)/ruff check .
 
-# clean: what builds and tests wrote; distclean: that and $(VENV) too (start over from a fresh install)
+# clean: what the commands write into build/ by default and what tests wrote; not a model exported there
+# (`export`'s default build/model.onnx and its card) nor the opening book's journal (build/book: hours of proofs).
+# distclean: that and $(VENV) too (start over from a fresh install)
+CLEANED := build/submission.py build/submission_*.py build/replays build/compare build/compare-replays \
+	build/duel_cache.sqlite build/kaggle build/gpu-check build/lib build/bdist.* .pytest_cache
 clean:
-	rm -rf build .pytest_cache
+	rm -rf $(CLEANED)
 
 distclean: clean
 	rm -rf $(VENV)

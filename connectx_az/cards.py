@@ -60,8 +60,12 @@ def summary_lines(card: dict[str, Any], *, model: str | Path, sha256: str, net_l
     return lines
 
 
-def describe(card: dict[str, Any], *, width: int = 100) -> list[str]:
-    """Every field of ``card`` worth reading, as wrapped lines (``connectx-az card``)."""
+def describe(card: dict[str, Any], *, width: int = 100, model: str | Path | None = None) -> list[str]:
+    """Every field of ``card`` worth reading, as wrapped lines (``connectx-az card``).
+
+    ``model``: the file the card was read beside, named as ``build`` names it; the name it was exported under
+    (the card's ``path``) follows where the two differ.
+    """
     if not card:
         return ["(no model card: export writes one beside the model, e.g. build/model.json)"]
     out: list[str] = []
@@ -70,7 +74,10 @@ def describe(card: dict[str, Any], *, width: int = 100) -> list[str]:
         out.extend(textwrap.wrap(f"{name}: {text}", width, subsequent_indent="    ") or [f"{name}:"])
 
     net = card.get("net") or {}
-    field("model", f"{card.get('path', '?')} ({card.get('num_bytes', 0):,} bytes, sha256 {card.get('sha256', '?')})")
+    exported = str(card.get("path", "?"))
+    name = Path(model).with_suffix(".onnx").name if model is not None else exported
+    field("model", f"{name} ({'' if name == exported else f'exported as {exported}; '}"
+                   f"{card.get('num_bytes', 0):,} bytes, sha256 {card.get('sha256', '?')})")
     if net:
         field("network", f"{net.get('label', '?')} ResNet" + (f", {card['parameters']:,} parameters"
                                                                if isinstance(card.get("parameters"), int) else ""))

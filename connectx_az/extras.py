@@ -41,13 +41,14 @@ def is_optional(module: str | None) -> bool:
 
 def missing_message(modules: list[str], needed_by: str) -> str:
     """One line: ``needed_by`` (e.g. "`connectx-az play`") needs ``modules`` (import names of
-    ``PACKAGES``), and the ``make`` targets and pip extras that install them."""
+    ``PACKAGES``), and the ``make`` targets and pip extras that install them in the clone."""
     names = [PACKAGES[m.split(".")[0]][0] for m in modules]
     extras = sorted({PACKAGES[m.split(".")[0]][1] for m in modules}, key=list(MAKE_TARGETS).index)
     listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
     targets = " ".join(MAKE_TARGETS[e] for e in extras)
+    # the package is not on PyPI: the extras install from the clone (pip install -e, as the Makefile does)
     return (f"{needed_by} needs {listed}, which {'is' if len(names) == 1 else 'are'} not installed: run "
-            f"`make {targets}` in the repository, or pip install 'connectx-az[{','.join(extras)}]'")
+            f"`make {targets}` in the repository (or there: pip install -e '.[{','.join(extras)}]')")
 
 
 def is_installed(module: str) -> bool:

@@ -168,6 +168,37 @@ def test_solver_plays_the_endgame(with_model):
         assert with_model.info["source"] == "solver"
 
 
+#: a drawn endgame (28 stones, x to move) where only column 1 (0-based) holds the draw: the other five lose
+DRAWN_ENDGAME = """
+    ......o
+    ...ooxx
+    ...xxox
+    x..oxox
+    ooxoxoo
+    xooxoxx
+"""
+
+
+@pytest.mark.parametrize("kind", ["python", "numba"])
+def test_a_draw_the_solver_proves_is_played_and_not_left_to_the_search(with_model, kind):
+    """Every other solved position in these tests is a win: here the solver proves a draw, the search is never
+    asked, and the move is the one column that keeps it."""
+    from connectx_az.engine import solver, solver_numba
+
+    position, mask = game.from_ascii(DRAWN_ENDGAME)
+    referee = solver.Solver()
+    keeps = [c for c in game.legal_cols(mask) if game.outcome(*game.play(position, mask, c)) is None
+             and referee.best_move(*game.play(position, mask, c), weak=True)[1] == 0]
+    assert game.forced_move(position, mask) is None and keeps == [1] and len(game.legal_cols(mask)) == 6
+    if kind == "numba":
+        pytest.importorskip("numba")
+        with_model.solver, with_model.solver_kind = solver_numba.CompiledSolver(solver_numba.compile_kernel()), kind
+    else:
+        with_model.config = replace(with_model.config, compile_solver=False)
+    move = with_model(_obs(DRAWN_ENDGAME, remainingOverageTime=60.0), {**FAST, "actTimeout": 2.0})
+    assert with_model.solver_kind == kind and with_model.info["source"] == "solver" and move == 1
+
+
 def test_corrupt_model_still_plays(small_onnx):
     data = bytearray(small_onnx.read_bytes())
     data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)

@@ -23,6 +23,16 @@ def test_the_shipped_card_says_what_how_and_how_strong_in_three_lines() -> None:
     assert "Begin-Hard" in lines[2] and "measured by:" in "\n".join(cards.describe(card))
 
 
+def test_the_card_names_the_model_as_build_does_and_what_its_strength_was_measured_against() -> None:
+    card = cards.load(DEFAULT_CARD)
+    shown = cards.describe(card, model=DEFAULT_CARD, width=1000)
+    assert shown[0].startswith(f"model: default.onnx (exported as {card['path']}; ")  # build says default.onnx too
+    assert shown[-1].startswith("measured by: connectx-az compare gen_0450.onnx (against the model shipped before it "
+                                "(default.onnx), sha256 0bb40357d4d3)")
+    assert card["sha256"][:12] != "0bb40357d4d3"
+    assert cards.describe(card, width=1000)[0].startswith(f"model: {card['path']} (1,608,297 bytes")
+
+
 def test_a_provenance_is_shown_one_step_a_line() -> None:
     steps = ["connectx-az train runs/a --preset cpu", "connectx-az train runs/b --init-model runs/a/checkpoint.pt"]
     card = {"trained_by": "two warm-started runs", "provenance": {"summary": "a chain", "steps": steps}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -296,6 +297,13 @@ def test_eval_pons_of_a_submission_says_what_it_will_take_before_it_starts(tmp_p
     assert "grading 1 positions, 1 file, runtime numpy, 0.2 s a move: at most about" in result.stderr
 
 
+def test_validate_refuses_an_opponent_kaggle_environments_lacks_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "submission.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    bad = _run("validate", "submission.py", "--opponents", "alphazero", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'alphazero'" in bad.stderr
+    assert "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_eval_pons_refuses_an_unknown_runtime(tmp_path: Path) -> None:
     bad = _run("eval", "pons", "--submission", str(tmp_path / "submission.py"), "--runtime", "onnx")
     assert bad.returncode == 2 and "invalid choice: 'onnx'" in bad.stderr
@@ -422,6 +430,29 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'none.onnx'} not found\n"
 
 
+def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(small_onnx: Path, tmp_path: Path,
+                                                                                 monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(small_onnx, tmp_path / "mine.onnx")
+    assert cli_main.main(["build", "--no-book"]) == 0
+    assert capsys.readouterr().out.startswith("wrote build/submission.py (")
+    shipped = (tmp_path / "build" / "submission.py").read_bytes()
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("wrote build/submission_mine.py (") and "replaced" not in out, out
+    assert (tmp_path / "build" / "submission.py").read_bytes() == shipped  # the shipped build is left alone
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book", "--out", "build/submission.py"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shipped_sha256 = hashlib.sha256(DEFAULT_ONNX.read_bytes()).hexdigest()
+    assert lines[1] == f"replaced: build/submission.py held another model (sha256 {shipped_sha256[:12]})", lines
+    assert cli_main.main(["build", "--model", "mine.onnx", "--no-book", "--out", "build/submission.py"]) == 0
+    assert "replaced" not in capsys.readouterr().out  # the same model again: nothing replaced worth saying
+    (tmp_path / "mine.pt").write_bytes(b"not onnx")
+    assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
+        "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
+        "mine.pt --out mine.onnx`, and build that\n")
+
+
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
     # `connectx-az eval show X | head -3`: once the reader has gone, a print fails with EPIPE; the
     # command stops with 141 (as 128 + SIGPIPE) and no traceback. The read end is closed before the
@@ -512,7 +543,7 @@ def test_a_missing_optional_package_is_one_line_that_says_how_to_install_it(
     names = [extras.PACKAGES[name][0] for name in blocked]
     assert f"`connectx-az {command}` needs {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}" \
         in err
-    assert f"`make install-{extra}`" in err and f"pip install 'connectx-az[{extra}]'" in err
+    assert f"`make install-{extra}`" in err and f"pip install -e '.[{extra}]'" in err
 
 
 def test_grading_a_model_and_the_arena_need_no_torch(monkeypatch, capsys) -> None:
@@ -608,6 +639,37 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         assert expected in err, (argv, err)
 
 
+def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_that_grades_or_plays_it(
+        tmp_path: Path) -> None:
+    # On Kaggle the agent plays on with uniform priors (the game must go on); before an upload it must fail.
+    from connectx_az.tools import builder
+
+    builder.build_submission(DEFAULT_ONNX, tmp_path / "good.py")
+    lines = (tmp_path / "good.py").read_text().splitlines(keepends=True)
+    start = lines.index('MODEL_B64 = """\n')
+    lines[start + 3] = "\n"  # one line of the embedded model blanked
+    (tmp_path / "blanked.py").write_text("".join(lines))
+    # one process runs them in turn; validate, first, blocks numba for the rest of it: the duel's referee is Python's
+    runs = [["validate", "blanked.py", "--games", "1", "--opponents", "random"],
+            ["eval", "pons", "--submission", "blanked.py", "--limit", "1", "--sets", "End-Easy"],
+            ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite", "--solver", "python"],
+            ["arena", "--model", "--alphabeta", "1", "--builtin", "--submission", "blanked.py"],
+            ["compare", "blanked.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
+              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for argv, (code, err) in zip(runs, json.loads(done.stdout.splitlines()[-1]), strict=True):
+        assert code == 2 and err.count("\n") == 1, (argv, err)
+        assert err.startswith("error: blanked.py: its network did not load (model: the embedded model fails its "
+                              "sha256 check); on Kaggle it would play with uniform priors"), (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blanked.py", "good.py"]  # no replays, no compare folder
+
+
 @pytest.mark.parametrize(("argv", "files", "message"), [
     (["card", "README.md"], {"README.md": "# notes\n"}, "README.md is neither an ONNX model nor its .json card"),
     (["card", "empty.py"], {"empty.py": ""}, "empty.py is neither an ONNX model nor its .json card"),
@@ -620,6 +682,9 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
      "--out nonexistent.onnx`"),
     (["train", "run", "--preset", "smoke", "--set", "mcts.num_simulations=abc"], {},
      "setting mcts.num_simulations: expected an integer, got 'abc'"),
+    *[(argv, {"m.onnx": "x"}, "m.onnx is an ONNX model, an export that training cannot read: use the .pt checkpoint "
+       "it came from (a run's checkpoint.pt; the shipped network's is connectx_az/models/default.pt)")
+      for argv in (["train", "run", "--preset", "smoke", "--init-model", "m.onnx"], ["export", "m.onnx"])],
     (["train", "notarun", "--preset", "smoke"], {"notarun/notes.txt": "mine\n"},
      "notarun is not empty and holds no run (no config.json); a new run needs a new or empty folder"),
 ])

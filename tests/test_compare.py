@@ -124,6 +124,11 @@ def test_the_card_strength_is_read_from_the_grades(tmp_path) -> None:
     assert card["command"] == "connectx-az compare c.onnx (against s.onnx, sha256 cdcdcdcdcdcd)"
     assert card["network"].startswith("MCTS 800: Begin-Hard 0.0%, Begin-Medium 0.0%")  # `card` says "network alone"
     assert card["network"].endswith("value head W/D/L on Begin-Hard's 1,000 positions 71.2%")
+    # against the shipped model, which the candidate replaces once it ships: named as the one shipped before it
+    manifest = json.loads((tmp_path / "compare.json").read_text())
+    (tmp_path / "compare.json").write_text(json.dumps({**manifest, "against": str(compare.SHIPPED_MODEL)}))
+    assert compare.strength_card(tmp_path)["command"] == ("connectx-az compare c.onnx (against the model shipped "
+                                                          "before it (default.onnx), sha256 cdcdcdcdcdcd)")
 
 
 def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
@@ -198,7 +203,31 @@ def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path
     assert cores == {"kaggle": 0, "numpy": 1}
     assert ran[-1] == ("network alone", 0) and steps[0].name not in [name for name, _ in ran]
     assert len(ran) == len(steps) - 1 - 2  # all but the graded one and the two skipped
-    assert all(line.startswith("[") or "skipped" in line for line in lines)
+    assert lines[0] == f"1 of {len(steps)} steps graded before; {len(steps) - 1} to go"
+    assert all(line.startswith("[") or "skipped" in line for line in lines[1:])
+
+
+def test_the_time_left_comes_from_the_steps_timed_in_this_run_and_a_resumed_compare_counts_its_graded_steps(
+        tmp_path) -> None:
+    contender = compare.Contender(tmp_path / "c.py", tmp_path / "c.onnx", "c")
+    steps = compare.plan(contender, contender, compare.Sizes(limit=10, games=2, network_limit=10), ["numpy"])
+    assert [s.kind for s in steps] == [("numpy", "pons")] * 6 + [("numpy", "negamax"), ("numpy", "duel"),
+                                                                 ("", "network")]
+    now = [0.0]
+    lines: list[str] = []
+    progress = compare._Progress(len(steps), steps[2:], lines.append, clock=lambda: now[0])
+    for k, seconds in zip(range(2, 6), (20.0, 50.0, 40.0, 40.0), strict=True):  # four Pons sets, 10 positions each
+        progress.starting(steps[k])
+        now[0] += seconds
+        progress.finished(steps[k])
+    progress.starting(steps[6])
+    untimed = "negamax (numpy), duel (numpy), network alone not timed yet"
+    # each Pons set still to come at the seconds a position the sets so far took: 20/10, then 70/20, then 110/30
+    assert lines == ["2 of 9 steps graded before; 7 to go", "[3/9] numpy Middle-Medium",
+                     f"[4/9] numpy Begin-Easy, about 60 s left and {untimed}",
+                     f"[5/9] numpy Begin-Medium, about 70 s left and {untimed}",
+                     f"[6/9] numpy Begin-Hard, about 37 s left and {untimed}",
+                     f"[7/9] numpy negamax, {untimed}"], lines
 
 
 def test_a_missing_candidate_is_refused_before_anything_is_written(tmp_path) -> None:
@@ -208,3 +237,27 @@ def test_a_missing_candidate_is_refused_before_anything_is_written(tmp_path) -> 
         with pytest.raises(compare.CompareError, match="not found: give an ONNX model"):
             compare.run(candidate, out, against=against)
     assert not out.exists()  # no manifest naming a file that is not there, to refuse the right file later
+
+
+def test_a_verdict_that_ships_says_the_smallest_difference_its_sample_could_show(tmp_path) -> None:
+    assert compare.smallest_worse() == 5  # 0.5 ** 5 = 1/32 < 0.05 <= 1/16
+    for n, said in ((3, "no set of 3 positions can be: grade more (--limit) before shipping"),
+                    (100, "on 100 a set that is 5% of a set, so a smaller difference can pass unseen")):
+        write_grades(tmp_path / str(n), n=n)
+        result = compare.verdict(tmp_path / str(n), runtimes=("numpy",))
+        lines = compare.format_verdict(result, sizes=compare.Sizes(limit=n), candidate="c.onnx", shipped="s.onnx")
+        assert lines[-2] == "verdict: the candidate may ship"
+        assert lines[-1] == ("  a set is found worse only where the candidate alone errs on at least 5 positions; "
+                             + said)
+
+
+def test_a_candidate_that_cannot_be_built_leaves_no_folder(tmp_path) -> None:
+    (tmp_path / "corrupt.onnx").write_bytes(b"not a model")
+    out = tmp_path / "build" / "compare" / "corrupt"
+    with pytest.raises(compare.CompareError, match="cannot build"):
+        compare.run(tmp_path / "corrupt.onnx", out, runtimes=("numpy",))
+    assert not out.exists()
+    out.mkdir(parents=True)  # a folder that was there before stays
+    with pytest.raises(compare.CompareError):
+        compare.run(tmp_path / "corrupt.onnx", out, runtimes=("numpy",))
+    assert out.is_dir()

@@ -8,6 +8,7 @@ submission, so that each test takes a few seconds.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -195,6 +196,23 @@ def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytes
     assert cli_main.main(["duel", str(submission), "--opening", WON, "--solver", "python",
                      "--cache", str(not_a_cache)]) == 2
     assert "is not a cache of solved positions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--noise", "1.5"], "error: games a seat must be >= 1 (not 10), the noise in [0, 1] (not 1.5) and the move time "
+                         "> 0 (not 2)"),
+    (["--opening", "48"], "error: bad opening '48'"),
+    ([], "error: `connectx-az duel` (its opponent and its checks solve positions) needs numba, which is not "
+         "installed: run `make install-validate`"),
+])
+def test_bad_settings_are_one_line_before_any_header_or_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                            said: str) -> None:
+    monkeypatch.setitem(sys.modules, "numba", None)  # as where numba is not installed
+    code = cli_main.main(["duel", str(_file(tmp_path, LEFTMOST)), "--cache", str(tmp_path / "c.sqlite"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(said) and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["submission.py"]
 
 
 @pytest.mark.parametrize(("body", "message"), [

@@ -140,3 +140,18 @@ def test_the_shipped_checkpoint_is_the_shipped_model() -> None:
     want_logits, want_value = _torch(net, obs)
     assert np.abs(logits - want_logits).max() < 1e-4 and np.abs(value - want_value.reshape(-1)).max() < 1e-4
     assert "optimizer" not in data and data["generation"] == json.loads(paths.DEFAULT_CARD.read_text())["generation"]
+
+
+def test_a_folder_or_an_unwritable_path_is_one_line_and_nothing_is_written(small_net, tmp_path, capsys):
+    from connectx_az.cli import main as cli_main
+    from connectx_az.training.network import save_checkpoint
+
+    save_checkpoint(tmp_path / "checkpoint.pt", small_net)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "a_file").write_text("")
+    for out, said in ((tmp_path / "build", f"{tmp_path / 'build'} is a folder: give the model's file name"),
+                      (tmp_path / "a_file" / "model.onnx", f"cannot write {tmp_path / 'a_file' / 'model.onnx'}")):
+        assert cli_main.main(["export", str(tmp_path / "checkpoint.pt"), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {said}") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a_file", "build", "checkpoint.pt"]

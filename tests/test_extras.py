@@ -15,12 +15,12 @@ from connectx_az import extras
 def test_the_message_names_the_packages_the_make_targets_and_the_pip_extras() -> None:
     one = extras.missing_message(["onnx"], "`connectx-az play`")
     assert one == ("`connectx-az play` needs onnx, which is not installed: run `make install-train` in the "
-                   "repository, or pip install 'connectx-az[train]'")
+                   "repository (or there: pip install -e '.[train]')")
     both = extras.missing_message(["kaggle_environments", "torch", "tqdm.auto"], "`connectx-az arena`")
     assert "needs kaggle-environments, torch and tqdm, which are not installed" in both
-    assert "`make install-train install-validate`" in both and "'connectx-az[train,validate]'" in both
+    assert "`make install-train install-validate`" in both and "pip install -e '.[train,validate]'" in both
     runtime = extras.missing_message(["onnxruntime"], "`connectx-az eval pons`")
-    assert runtime.endswith("run `make install-eval` in the repository, or pip install 'connectx-az[eval]'")
+    assert runtime.endswith("run `make install-eval` in the repository (or there: pip install -e '.[eval]')")
 
 
 def test_require_names_every_missing_package_and_passes_when_all_are_there(monkeypatch) -> None:

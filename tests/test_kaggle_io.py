@@ -109,3 +109,27 @@ def test_validate_stops_at_the_first_broken_move_and_says_what_it_did(name: str,
     assert str(caught.value).endswith("; validation stops at the file's first broken move")
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "replays").exists()  # no replay of a broken file
+
+
+def test_check_network_names_the_backend_of_a_good_file_and_leaves_a_file_of_another_kind_alone(
+        tmp_path: Path) -> None:
+    from connectx_az import paths
+    from connectx_az.tools import builder
+
+    builder.build_submission(paths.DEFAULT_MODEL, tmp_path / "good.py", book_path=None)
+    assert kaggle_io.check_network(tmp_path / "good.py") in ("onnxruntime", "numpy")
+    (tmp_path / "plain.py").write_text("def agent(observation, configuration):\n    return 3\n")
+    assert kaggle_io.check_network(tmp_path / "plain.py") == ""
+
+
+def test_a_game_the_book_played_reports_no_backend_as_none_needed_not_as_a_failure() -> None:
+    from types import SimpleNamespace
+
+    from connectx_az.evaluation import reports
+
+    book_only = {"_agent": SimpleNamespace(backend="", solver_kind="")}
+    assert kaggle_io._submission_backend(book_only) == kaggle_io._submission_solver(book_only) == "none needed"
+    searched = {"_agent": SimpleNamespace(backend="numpy", solver_kind="python")}
+    assert (kaggle_io._submission_backend(searched), kaggle_io._submission_solver(searched)) == ("numpy", "python")
+    assert "none needed: the book, forced moves or the solver chose every move" in " ".join(
+        reports.validate_report([], runtime="numpy", replays="build/replays/x"))

@@ -109,3 +109,38 @@ def test_the_makefile_pin_of_torch_satisfies_pyproject() -> None:
     assert wanted.name == pinned.name == "torch"
     [version] = [spec.version for spec in pinned.specifier]
     assert wanted.specifier.contains(version)
+
+
+def test_make_alone_prints_the_targets_and_makes_nothing(tmp_path: Path) -> None:
+    done = _make(f"VENV={tmp_path / 'venv'}")
+    assert done.returncode == 0 and done.stdout.startswith("make submission "), done.stdout
+    assert not (tmp_path / "venv").exists()
+
+
+def test_clean_removes_what_the_commands_wrote_and_keeps_an_exported_model(tmp_path: Path) -> None:
+    kept = ["build/model.onnx", "build/model.json", "build/book/state.bin"]
+    removed = ["build/submission.py", "build/submission_mine.py", "build/replays/submission/random_seat1.html",
+               "build/compare/mine/compare.json", "build/duel_cache.sqlite", "build/kaggle/train.ipynb"]
+    for name in kept + removed:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "clean"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+
+
+def test_gpu_check_says_in_one_line_what_it_lacks(tmp_path: Path) -> None:
+    no_torch = _fake_python(tmp_path / "bin" / "python3", "3.11.7")
+    done = _make("gpu-check", f"GPU_PYTHON={no_torch}")
+    assert done.returncode != 0 and done.stdout.strip().startswith("error: make gpu-check needs a Python with torch")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here")
+    import sys
+
+    done = _make("gpu-check", f"GPU_PYTHON={sys.executable}")
+    assert done.returncode != 0 and done.stdout.strip() == (
+        f"error: make gpu-check measures a CUDA GPU, and the torch of {sys.executable} sees none here (no GPU, or a "
+        "CPU build of torch: make install-train TORCH=cuda)")

@@ -80,4 +80,4 @@ def test_the_wheel_builds_a_submission_in_a_fresh_environment_with_only_numpy(tm
                           text=True, timeout=120)
     assert play.returncode == 2 and play.stderr.count("\n") == 1, play.stderr
     assert play.stderr.startswith("error: `connectx-az play` needs onnxruntime, which is not installed") and \
-        "`make install-eval`" in play.stderr and "connectx-az[eval]" in play.stderr, play.stderr
+        "`make install-eval`" in play.stderr and "pip install -e '.[eval]'" in play.stderr, play.stderr

@@ -36,3 +36,39 @@ def test_value_mix_blends_result_and_search_value(tmp_path: Path) -> None:
     window = {"up_to_generation": 0, "num_generations": 1, "max_positions": 10, "dedupe": False}
     np.testing.assert_allclose(replay.load_window(tmp_path, **window).value, [1, -1])
     np.testing.assert_allclose(replay.load_window(tmp_path, **window, value_mix=0.5).value, [0.6, -0.8], atol=1e-6)
+
+
+def _generation_shard(replay_dir: Path, generation: int, num_positions: int) -> None:
+    """A shard of ``num_positions`` distinct positions whose value target is ``generation / 10`` (the tag read back)."""
+    obs = np.zeros((num_positions, 2, 6, 7), np.uint8)
+    for i in range(num_positions):
+        obs[i, 0].flat[i] = 1  # position i: one stone on cell i
+    obs[:, 1, 0, generation] = 1
+    value = np.full(num_positions, generation / 10, np.float32)
+    replay.write_shard(replay_dir, generation, [selfplay.GameRecord(
+        obs, np.full((num_positions, 7), 1 / 7, np.float32), value, value, num_positions, 1)])
+
+
+def test_the_window_holds_its_generations_newest_first_and_caps_the_positions_from_the_newest(tmp_path: Path) -> None:
+    for generation in range(6):  # generation g holds g + 2 positions; gen 5 is a killed run's, past up_to
+        _generation_shard(tmp_path, generation, generation + 2)
+
+    def generations(data: replay.ReplayData) -> list[int]:
+        return [round(10 * v) for v in data.value]
+
+    window = {"up_to_generation": 4, "num_generations": 3, "dedupe": False}
+    assert generations(replay.load_window(tmp_path, **window, max_positions=1000)) == [4] * 6 + [3] * 5 + [2] * 4
+    assert generations(replay.load_window(tmp_path, **window, max_positions=8)) == [4] * 6 + [3] * 2
+    assert generations(replay.load_window(tmp_path, up_to_generation=0, num_generations=5, max_positions=1000,
+                                          dedupe=False)) == [0] * 2
+    assert generations(replay.load_window(tmp_path, up_to_generation=5, num_generations=1, max_positions=1000,
+                                          dedupe=True)) == [5] * 7
+
+
+def test_a_growing_window_widens_by_the_growth_a_generation_up_to_its_size() -> None:
+    from connectx_az.training.config import TrainConfig
+
+    grows = TrainConfig(replay_generations=4, replay_growth=0.5)
+    assert [grows.window_at(g) for g in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+    fixed = TrainConfig(replay_generations=4)
+    assert [fixed.window_at(g) for g in range(3)] == [4, 4, 4]

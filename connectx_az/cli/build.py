@@ -17,10 +17,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     from connectx_az.tools import builder
 
     model = Path(args.model)
+    out = Path(args.out) if args.out else default_out(model)
     metadata = cards.load(Path(args.card) if args.card else model.with_suffix(".json"))
     book = None if args.no_book else Path(args.book)
-    report = builder.build_submission(model, args.out, metadata=metadata, book_path=book)
+    before = _embedded_sha256(out)
+    report = builder.build_submission(model, out, metadata=metadata, book_path=book)
     print(f"wrote {report.path} ({report.num_bytes / 1e6:.2f} MB)")
+    if before is not None and before != report.model_sha256:
+        print(f"replaced: {out} held another model (sha256 {before[:12]})")
     summary = cards.summary_lines(metadata, model=model, sha256=report.model_sha256, net_label=report.net_label)
     print(summary[0])
     print(f"book: {book.name}, {report.book_entries:,} positions ({report.book_bytes / 1e3:.1f} kB)" if book
@@ -28,6 +32,28 @@ def cmd_build(args: argparse.Namespace) -> int:
     for line in summary[1:]:
         print(line)
     return 0
+
+
+def default_out(model: Path) -> Path:
+    """Where ``build`` writes without ``--out``: ``build/submission.py`` for the shipped model, and a name of its own
+    for any other (``build/submission_STEM.py``), so that neither build replaces the other."""
+    if model.resolve() == paths.DEFAULT_MODEL.resolve():
+        return Path("build/submission.py")
+    return Path("build") / f"submission_{model.stem}.py"
+
+
+def _embedded_sha256(path: Path) -> str | None:
+    """The sha256 of the model a built file at ``path`` embeds; None where there is no such file."""
+    import hashlib
+
+    from connectx_az.tools import builder
+
+    if not path.is_file():
+        return None
+    try:
+        return hashlib.sha256(builder.embedded_model(path)).hexdigest()
+    except (builder.BuildError, ValueError):  # not a file built by connectx-az: nothing to compare
+        return None
 
 
 def cmd_card(args: argparse.Namespace) -> int:
@@ -43,7 +69,7 @@ def cmd_card(args: argparse.Namespace) -> int:
     if not card:
         raise errors.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
                                "exports")
-    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card)))
+    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card, model=path)))
     return 0
 
 
@@ -117,7 +143,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="build the one-file Kaggle submission.py")
     p.add_argument("--model", default=str(paths.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
     p.add_argument("--card", help="JSON model card to record (default: beside the model)")
-    p.add_argument("--out", default="build/submission.py", help="file to write (default build/submission.py)")
+    p.add_argument("--out", help="file to write (default: build/submission.py for the shipped model, "
+                   "build/submission_NAME.py for another model NAME.onnx, so that neither replaces the other)")
     p.add_argument("--book", default=str(paths.DEFAULT_BOOK), help="opening book to embed (default: the shipped one)")
     p.add_argument("--no-book", action="store_true", help="embed no opening book")
     p.set_defaults(func=cmd_build)

@@ -22,7 +22,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     common.require(args, "kaggle_environments")
     common.require_runtime(args)
     kaggle_io.kaggle_like_process(args.runtime)
-    kaggle_io.load_submission(args.submission)  # a file that is not a submission stops here, before the games
+    # a file that is not a submission, or whose network does not load, stops here, before the games
+    kaggle_io.check_network(args.submission)
     # each file's replays in a folder of its own: a broken file's games never replace a good one's
     replays = args.replays or str(Path("build") / "replays" / Path(args.submission).stem)
     with bars.progress_bar(2 * len(args.opponents) * args.games, "games") as bar:
@@ -55,8 +56,8 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
                 raise errors.UserError(f"{path} not found; run `make submission` first")
         common.require_runtime(args)
         kaggle_io.kaggle_like_process(args.runtime)
-        for path in args.submission:  # a file that is not a submission stops here, before the positions
-            kaggle_io.load_submission(path)
+        for path in args.submission:  # a file that is not a submission, or whose network does not load, stops
+            kaggle_io.check_network(path)  # here, before the positions
         files = len(args.submission)
         num_positions = pons.num_positions(args.sets, args.limit)
         # a move takes at most its clock and the bank, and executing the file (about 0.3 s) comes on top
@@ -154,8 +155,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("submission", nargs="?", default="build/submission.py",
                    help="the built file (default build/submission.py)")
     p.add_argument("--games", type=int, default=20, help="games per opponent and seat (default 20)")
-    p.add_argument("--opponents", nargs="+", default=["random", "negamax"],
-                   help="kaggle-environments agents to play (default: random negamax)")
+    p.add_argument("--opponents", nargs="+", default=["random", "negamax"], choices=["random", "negamax"],
+                   help="kaggle-environments' built-in agents to play (default: random negamax)")
     p.add_argument("--replays", help="folder for the HTML replays of the last game against each opponent and seat "
                    "(default build/replays/NAME, NAME the file's name without .py)")
     p.add_argument("--act-timeout", type=float,

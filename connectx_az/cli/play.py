@@ -46,14 +46,21 @@ def cmd_duel(args: argparse.Namespace) -> int:
         raise errors.UserError(f"{args.submission} not found; run `make submission` first")
     if args.max_nodes < 1:
         raise errors.UserError("--max-nodes must be >= 1")
+    try:  # every setting checked before the first line of output
+        duel.check_settings(games_per_seat=args.games, noise=args.noise, act_timeout=args.act_timeout,
+                            opening=args.opening)
+    except duel.DuelError as exc:
+        raise errors.UserError(str(exc)) from None
     common.require_runtime(args)
-    kaggle_io.load_submission(args.submission)  # a file that is not a submission: one line (SubmissionError)
-    compiled = args.solver == "numba" and extras.is_installed("numba")
+    if args.solver == "numba" and not extras.is_installed("numba"):  # the pure-Python referee is far slower
+        needed_by = "`connectx-az duel` (its opponent and its checks solve positions)"
+        raise extras.MissingPackage(f"{extras.missing_message(['numba'], needed_by)}; or --solver python, far "
+                                    "slower", name="numba")
+    # a file that is not a submission, or whose network does not load: one line (SubmissionError)
+    kaggle_io.check_network(args.submission)
     print(f"duel: {2 * args.games} games, runtime {args.runtime}, {args.act_timeout:g} s a move; the opponent's and "
-          "the checks' solver " + ("compiled (numba)" if compiled else "in pure Python (slow" + (
-              ": numba is not installed, `make install-validate`)" if args.solver == "numba" else ")"))
-          + f"; the first games prove the opening plies (minutes each), later ones reuse {args.cache}",
-          file=sys.stderr, flush=True)
+          "the checks' solver " + ("compiled (numba)" if args.solver == "numba" else "in pure Python (slow)")
+          + f"; the first games prove the opening plies, later ones reuse {args.cache}", file=sys.stderr, flush=True)
 
     def on_game(played: duel.DuelGame) -> None:
         bar.update(1)

@@ -301,6 +301,20 @@ class DuelReport:
         return {"games": [g.as_dict() for g in self.games], "summary": self.summary()}
 
 
+def check_settings(*, games_per_seat: int, noise: float, act_timeout: float, opening: str) -> list[int]:
+    """The opening's 0-based columns; ``DuelError`` (one line) for settings a duel cannot play, before any work."""
+    if games_per_seat < 1 or not 0.0 <= noise <= 1.0 or not act_timeout > 0:
+        raise DuelError(f"games a seat must be >= 1 (not {games_per_seat}), the noise in [0, 1] (not {noise:g}) and "
+                        f"the move time > 0 (not {act_timeout:g})")
+    try:
+        start_cols = [int(ch) - 1 for ch in opening]
+        if game.outcome(*game.from_moves(start_cols, one_based=False)) is not None:
+            raise ValueError("the game is already over")
+    except ValueError as exc:
+        raise DuelError(f"bad opening {opening!r}: {exc}") from None
+    return start_cols
+
+
 def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: str = "numpy", seed: int = 0,
          cache_path: str | Path | None = None, max_nodes: int = DEFAULT_MAX_NODES, solver_kind: str = "numba",
          opening: str = "", act_timeout: float = kaggle_io.ACT_TIMEOUT, bank: float | None = None,
@@ -319,14 +333,7 @@ def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: 
     submission = Path(submission)
     if not submission.is_file():
         raise FileNotFoundError(f"{submission} not found")
-    if games_per_seat < 1 or not 0.0 <= noise <= 1.0 or not act_timeout > 0:
-        raise DuelError("games per seat must be >= 1, noise in [0, 1] and the move time > 0")
-    try:
-        start_cols = [int(ch) - 1 for ch in opening]
-        if game.outcome(*game.from_moves(start_cols, one_based=False)) is not None:
-            raise ValueError("the game is already over")
-    except ValueError as exc:
-        raise DuelError(f"bad opening {opening!r}: {exc}") from None
+    start_cols = check_settings(games_per_seat=games_per_seat, noise=noise, act_timeout=act_timeout, opening=opening)
     blocked = ("connectx_az", *kaggle_io.runtime_blocked(runtime))
     bank = kaggle_io.OVERAGE_PER_ACT_SECOND * act_timeout if bank is None else bank
     prover = referee.make_prover(solver_kind)

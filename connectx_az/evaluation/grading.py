@@ -276,11 +276,13 @@ def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int |
     a paired comparison (``compare``) sees the same machine, load and clock for
     both.  Run it in a process pinned to one core with what Kaggle lacks blocked
     (``connectx-az eval pons --submission --runtime``).  ``on_position()`` is
-    called once a position, after every file has answered it.  A file that is not a submission, or whose
-    agent fails that first move, raises ``kaggle_io.SubmissionError`` before any grading.
+    called once a position, after every file has answered it.  A file that is not a submission, whose
+    network does not load (``kaggle_io.check_network``) or whose agent fails that first move, raises
+    ``kaggle_io.SubmissionError`` before any grading.
     """
     paths = [str(s) for s in submissions]
     for path in paths:
+        kaggle_io.check_network(path)
         kaggle_io.first_move(path, act_timeout=act_timeout)
         kaggle_io.warm_up(path, act_timeout=act_timeout)
     results: list[list[SetResult]] = [[] for _ in paths]

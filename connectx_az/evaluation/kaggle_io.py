@@ -3,9 +3,10 @@
 ``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position;
 ``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox (and
 defines ``kaggle_sandbox``'s helpers there); ``load_submission`` executes a
-``submission.py`` as Kaggle does and returns its last callable; ``kaggle_like_process`` makes the
-calling process itself look like the sandbox; ``validate`` plays a built submission through
-kaggle-environments.
+``submission.py`` as Kaggle does and returns its last callable; ``check_network`` refuses a
+file whose embedded network does not load (every command that grades or plays a file calls it
+first); ``kaggle_like_process`` makes the calling process itself look like the sandbox;
+``validate`` plays a built submission through kaggle-environments.
 """
 
 from __future__ import annotations
@@ -118,6 +119,29 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     return exec_submission(str(path))[0]
 
 
+def check_network(submission: str | Path) -> str:
+    """The backend the file's agent loads its embedded network with; ``SubmissionError`` where it loads none.
+
+    On Kaggle an agent whose network fails to load (a damaged or edited file: its sha256 check, or no
+    backend that runs it) plays on with uniform priors, as it should once a game has started; a file
+    about to be uploaded must not. Executes the file (``OSError``, ``SubmissionError`` where it is not a
+    submission) and loads the network in this process, so in the runtime this process imitates
+    (``kaggle_like_process``). A file with no ``_agent`` of this package's kind has no network to check:
+    ``""``.
+    """
+    _, namespace = exec_submission(str(submission))
+    player = namespace.get("_agent")
+    if not callable(getattr(player, "load_model", None)):
+        return ""
+    player.load_model()
+    backend = str(getattr(player, "backend", ""))
+    if backend == "uniform":
+        why = " ".join(str(getattr(player, "load_error", "")).split()) or "no backend could run it"
+        raise SubmissionError(f"{submission}: its network did not load ({why}); on Kaggle it would play with "
+                              "uniform priors, far weaker: rebuild it (`make submission` or `connectx-az build`)")
+    return backend
+
+
 def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> int:
     """The column the file's agent, executed afresh, plays on the empty board with the full bank.
 
@@ -156,15 +180,20 @@ def warm_up(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> None
     agent(observation, configuration)
 
 
+#: what validate reports where no move of a game needed the network or the solver: no failure, nothing to load
+NONE_NEEDED = "none needed"
+
+
 def _submission_backend(namespace: dict[str, Any]) -> str:
-    """The inference backend the agent (``_agent``) of an executed submission used; ``not loaded`` where no move
+    """The inference backend the agent (``_agent``) of an executed submission used; ``NONE_NEEDED`` where no move
     needed the network (the book, the solver or a forced move chose every one)."""
-    return str(getattr(namespace.get("_agent"), "backend", "") or "not loaded")
+    return str(getattr(namespace.get("_agent"), "backend", "") or NONE_NEEDED)
 
 
 def _submission_solver(namespace: dict[str, Any]) -> str:
-    """The exact solver the agent of an executed submission played with (``numba``, ``python``)."""
-    return str(getattr(namespace.get("_agent"), "solver_kind", "") or "not loaded")
+    """The exact solver the agent of an executed submission played with (``numba``, ``python``); ``NONE_NEEDED``
+    where the book or a forced move chose every move."""
+    return str(getattr(namespace.get("_agent"), "solver_kind", "") or NONE_NEEDED)
 
 
 @dataclass

@@ -192,8 +192,9 @@ def lineup(*, models: Sequence[str | Path] = (), simulations: int = 800, submiss
            alphabeta_depths: Sequence[int] = (), builtins: Sequence[str] = ()) -> dict[str, Player]:
     """The arena's players by name, in this order: ``STEM@SIMULATIONS`` for each ONNX model, ``sub:STEM`` for
     each built file, ``alphabetaN`` for each depth and the built-in names; a name taken already gets ``#2``,
-    ``#3``...  Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a depth below 1 or an
-    unknown built-in player.
+    ``#3``...  Raises ``FileNotFoundError`` for a missing file, ``kaggle_io.SubmissionError`` (a ``ValueError``)
+    for a file that is not a submission or whose network does not load (``kaggle_io.check_network``), and
+    ``ValueError`` for a depth below 1 or an unknown built-in player.
     """
     players: dict[str, Player] = {}
 
@@ -208,6 +209,7 @@ def lineup(*, models: Sequence[str | Path] = (), simulations: int = 800, submiss
     for path in submissions:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path} not found; run `make submission` first")
+        kaggle_io.check_network(path)  # not a submission, or its network does not load: one line, before any game
         add(f"sub:{Path(path).stem}", submission_player(path))
     for depth in alphabeta_depths:
         if depth < 1:

@@ -225,7 +225,9 @@ def validate_report(rows: list[dict[str, Any]], *, runtime: str, replays: str | 
     """``validate``'s table and the lines that explain it."""
     return [*validate_table(rows),
             "seat 1 moves first; times are per move of the submission (one core); bank s: most of the 60 s "
-            f"overage bank used in one game, first s: by a game's first move; runtime {runtime}",
+            f"overage bank used in one game, first s: by a game's first move; runtime {runtime}; backend and "
+            "solver: what the file's agent loaded (none needed: the book, forced moves or the solver chose every "
+            "move, as they often do against random)",
             f"replays: {replays}"]
 
 

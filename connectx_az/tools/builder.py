@@ -233,6 +233,9 @@ def _read_model(model_path: str | Path) -> bytes:
     if not path.is_file():
         raise BuildError(f"model {path} does not exist; export one from a training run first: "
                          f"`connectx-az export RUN_DIR --out {path}`")
+    if path.suffix == ".pt":
+        raise BuildError(f"model {path} is a PyTorch checkpoint, not an ONNX model: export it first, "
+                         f"`connectx-az export {path} --out {path.with_suffix('.onnx')}`, and build that")
     try:
         return path.read_bytes()
     except OSError as exc:

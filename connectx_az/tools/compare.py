@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -77,7 +78,8 @@ class Sizes:
 
 
 FULL = Sizes()
-#: about ten minutes a runtime on one core: a sample of each set and a few games
+#: a sample of each set and a few games: 35 minutes on one core of a 2-core VM other work shared (2026-11-28),
+#: 14 of them the first duel, its referee's cache cold (22 for the kaggle runtime, 7 for numpy, 5 the networks)
 QUICK = Sizes(limit=100, games=10, network_limit=200)
 
 
@@ -87,6 +89,12 @@ def sign_test(only_candidate: int, only_shipped: int) -> float:
     if n == 0:
         return 1.0
     return sum(math.comb(n, k) for k in range(only_candidate, n + 1)) / 2 ** n
+
+
+def smallest_worse() -> int:
+    """The fewest positions only the candidate gets wrong, none the other way, that the sign test finds worse
+    (5 at ``ALPHA`` 0.05): a set graded on fewer positions than this can never be found worse."""
+    return next(k for k in range(1, 64) if sign_test(k, 0) < ALPHA)
 
 
 def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[str, dict[str, Any]]:
@@ -120,8 +128,8 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
     """The built file of ``source`` in ``out_dir`` (``NAME.py``, with the shipped book), and its model.
 
     ``source``: an ONNX model, a training run folder (its checkpoint exported to ``NAME.onnx``: needs torch) or a
-    built ``submission.py`` (used as it is; its embedded model is written to ``NAME.onnx``).  A file already built
-    in ``out_dir`` is kept (a resumed compare).
+    built ``submission.py`` (used as it is, once its network loads: ``kaggle_io.check_network``; its embedded model
+    is written to ``NAME.onnx``).  A file already built in ``out_dir`` is kept (a resumed compare).
     """
     from connectx_az.tools import builder
 
@@ -140,6 +148,12 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
             card = export.checkpoint_card(report.path, net, path / "checkpoint.pt", data)
             files.atomic_write_bytes(model.with_suffix(".json"), (json.dumps(card, indent=2) + "\n").encode())
     elif path.suffix == ".py":
+        from connectx_az.evaluation import kaggle_io
+
+        try:  # a file that is not a submission, or whose network does not load, is refused before any grade
+            kaggle_io.check_network(path)
+        except kaggle_io.SubmissionError as exc:
+            raise CompareError(str(exc)) from None
         if not model.is_file():
             try:
                 files.atomic_write_bytes(model, builder.embedded_model(path))
@@ -171,7 +185,13 @@ class Step:
     file: str
     args: tuple[str, ...]
     needs: tuple[str, ...] = ()
-    weight: float = 1.0  # rough cost, for the estimate
+    weight: float = 1.0  # its size within its kind (positions or games, times the clock): what the time left scales
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """``(runtime, kind)``: ``("kaggle", "pons")``...; ``("", "network")`` for the networks alone."""
+        kind, _, rest = self.file.removesuffix(".json").partition("_")
+        return rest.split("_")[0], kind
 
 
 def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Sequence[str] = RUNTIMES, *,
@@ -188,24 +208,24 @@ def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Seque
             steps.append(Step(f"{runtime} {name}", f"pons_{runtime}_{name}.json",
                               ("eval", "pons", "--submission", str(candidate.submission), str(shipped.submission),
                                "--runtime", runtime, "--sets", name, *limit, *clock, "--json"), needs,
-                              weight=positions * 2 * sizes.act_timeout / 4))
+                              weight=positions * sizes.act_timeout))
         steps.append(Step(f"{runtime} negamax", f"negamax_{runtime}.json",
                           ("validate", str(candidate.submission), "--runtime", runtime, "--opponents", "negamax",
                            "--games", str(sizes.games), *(clock if sizes.act_timeout != 2.0 else ()), "--json",
                            "--replays", f"{replays}/{runtime}"),
-                          (*needs, "kaggle_environments"), weight=sizes.games * 2 * 8 * sizes.act_timeout / 4))
+                          (*needs, "kaggle_environments"), weight=sizes.games * sizes.act_timeout))
         steps.append(Step(f"{runtime} duel", f"duel_{runtime}.json",
                           ("duel", str(candidate.submission), "--games", str(sizes.games), "--noise", "0.2",
                            "--runtime", runtime, "--cache", duel_cache, *clock, "--json",
                            *(("--opening", sizes.duel_opening) if sizes.duel_opening else ())),
-                          needs, weight=sizes.games * 2 * 15 * sizes.act_timeout / 4))
+                          needs, weight=sizes.games * sizes.act_timeout))
     if candidate.model is not None and shipped.model is not None:
         limit = () if sizes.network_limit is None else ("--limit", str(sizes.network_limit))
         positions = pons.num_positions(limit=sizes.network_limit)
         steps.append(Step("network alone", "network.json",
                           ("eval", "pons", "--model", str(candidate.model), "--compare", str(shipped.model),
                            "--sims", str(SIMULATIONS), *limit, "--json"), ("onnxruntime", "onnx", "torch"),
-                          weight=positions * 2 * SIMULATIONS / 20_000))
+                          weight=positions))
     return steps
 
 
@@ -222,8 +242,9 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
     for step in todo:
         lanes.setdefault(step.name.split()[0] if step.file.startswith(("pons_", "negamax_", "duel_")) else "",
                          []).append(step)
-    progress = _Progress(sum(s.weight for s in todo), log)
     runtime_lanes = [lane for name, lane in lanes.items() if name]
+    at_once = min(len(cores), len(runtime_lanes)) if len(cores) > 1 else 1
+    progress = _Progress(len(steps), todo, log, lanes_at_once=max(at_once, 1))
     if len(cores) > 1 and len(runtime_lanes) > 1:
         with ThreadPoolExecutor(len(runtime_lanes)) as pool:
             for future in [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress)
@@ -237,26 +258,67 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
 
 
 class _Progress:
-    """The compare's progress lines: each step as it starts, the share done by weight, an estimate of what is left."""
+    """The compare's progress lines: each step as it starts, its place among all the steps (those graded before, by a
+    killed compare, count as done), and the time left, measured: each step still to come takes the seconds per unit
+    of ``Step.weight`` that the steps of its kind (the same runtime's first, else the other's) took in this run.
+    Kinds not timed yet are named instead; before the first step ends there is no estimate.
+    ``lanes_at_once``: runtimes graded at once (``--cores``), which divide the runtimes' time left."""
 
-    def __init__(self, total: float, log: Callable[[str], None]) -> None:
-        self.total, self.done, self.log = total or 1.0, 0.0, log
-        self.start = time.monotonic()
+    def __init__(self, num_steps: int, todo: Sequence[Step], log: Callable[[str], None], *, lanes_at_once: int = 1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.num_steps, self.num_started = num_steps, num_steps - len(todo)
+        self.waiting = list(todo)
+        self.started: dict[str, float] = {}
+        self.timed: list[tuple[Step, float]] = []  # (step, seconds) of the steps this run finished
+        self.lanes_at_once, self.log, self.clock = lanes_at_once, log, clock
         self.skipped: list[str] = []
         self.lock = threading.Lock()
+        if self.num_started:
+            log(f"{self.num_started} of {num_steps} steps graded before; {len(todo)} to go")
+
+    def _rate(self, step: Step) -> float | None:
+        """Seconds per unit of weight of ``step``'s kind, as timed in this run (None: not timed yet)."""
+        for same in (lambda s: s.kind == step.kind, lambda s: s.kind[1] == step.kind[1]):
+            timed = [(s, seconds) for s, seconds in self.timed if same(s)]
+            if timed:
+                return sum(seconds for _, seconds in timed) / max(sum(s.weight for s, _ in timed), 1e-9)
+        return None
+
+    def _left(self, coming: Sequence[Step]) -> str:
+        runtimes = networks = 0.0
+        untimed: list[str] = []
+        for step in coming:
+            rate = self._rate(step)
+            if rate is None:
+                label = "network alone" if step.kind[1] == "network" else f"{step.kind[1]} ({step.kind[0]})"
+                untimed += [label] if label not in untimed else []
+            elif step.kind[0]:
+                runtimes += rate * step.weight
+            else:
+                networks += rate * step.weight
+        if not self.timed:
+            return ""
+        timed = len(untimed) < len({s.kind for s in coming})
+        notes = ([f"about {_minutes(runtimes / self.lanes_at_once + networks)} left"] if timed else []) + (
+            [f"{', '.join(untimed)} not timed yet"] if untimed else [])
+        return ", " + " and ".join(notes) if notes else ""
 
     def starting(self, step: Step) -> None:
         with self.lock:
-            elapsed = time.monotonic() - self.start
-            left = f", about {_minutes(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
-            self.log(f"[{100 * self.done / self.total:3.0f}%] {step.name}{left}")
+            self.waiting.remove(step)
+            self.started[step.name] = self.clock()
+            self.num_started += 1
+            self.log(f"[{self.num_started}/{self.num_steps}] {step.name}{self._left([step, *self.waiting])}")
 
     def finished(self, step: Step, skipped: str = "") -> None:
         with self.lock:
-            self.done += step.weight
             if skipped:
+                self.waiting.remove(step)
+                self.num_started += 1
                 self.skipped.append(skipped)
                 self.log(skipped)
+            else:
+                self.timed.append((step, self.clock() - self.started.pop(step.name)))
 
 
 def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress) -> None:
@@ -410,6 +472,14 @@ def format_verdict(result: dict[str, Any], *, sizes: Sizes, candidate: str, ship
         lines.append(f"not graded: {', '.join(result['missing'])}")
     if result["ships"]:
         lines.append("verdict: the candidate may ship" + (" (on what was graded)" if result["missing"] else ""))
+        sizes_graded = [s["n"] for r in result["runtimes"].values() for s in r["sets"].values()] + [
+            s["n"] for sets in (result["network"] or {}).values() for s in sets.values()]
+        k = smallest_worse()
+        if sizes_graded:
+            n = min(sizes_graded)
+            lines.append(f"  a set is found worse only where the candidate alone errs on at least {k} positions; "
+                         + (f"on {n} a set that is {k / n:.0%} of a set, so a smaller difference can pass unseen"
+                            if n >= k else f"no set of {n} positions can be: grade more (--limit) before shipping"))
     else:
         lines.append("verdict: keep the shipped file; " + "; ".join(result["fails"]))
     return lines
@@ -433,7 +503,6 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
         if not path.exists():
             raise CompareError(f"{path} not found: give an ONNX model, a training run folder or a built "
                                "submission.py")
-    out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"candidate": str(Path(candidate).resolve()), "against": str(Path(against).resolve()),
                 "sha256": [_sha256(candidate), _sha256(against)], "sizes": asdict(sizes), "runtimes": list(runtimes)}
     saved = _read(out_dir, "compare.json")
@@ -441,9 +510,16 @@ def run(candidate: str | Path, out_dir: str | Path, *, against: str | Path = SHI
         changed = " (since changed)" if saved.get("candidate") == manifest["candidate"] else ""
         raise CompareError(f"{out_dir} holds another compare ({saved['candidate']}{changed} against "
                            f"{saved['against']}, {Sizes(**saved['sizes']).label}); choose another --out")
-    files.atomic_write_bytes(out_dir / "compare.json", (json.dumps(manifest, indent=2) + "\n").encode())
-    first = prepare(candidate, out_dir, "candidate")
-    second = prepare(against, out_dir, "shipped")
+    created = not out_dir.exists()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files.atomic_write_bytes(out_dir / "compare.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        first = prepare(candidate, out_dir, "candidate")
+        second = prepare(against, out_dir, "shipped")
+    except BaseException:  # a candidate that cannot be built or loaded leaves no folder behind it
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     steps = plan(first, second, sizes, runtimes, duel_cache=duel_cache, replays=str(out_dir / "replays"))
     skipped = run_steps(steps, out_dir, cores=cores, log=log)
     result = verdict(out_dir, runtimes)
@@ -458,6 +534,14 @@ def _sha256(source: str | Path) -> str | None:
     path = Path(source)
     path = path / "checkpoint.pt" if path.is_dir() else path
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _against_label(against: str) -> str:
+    """What a card names the file a compare was against: the shipped model is named as it was then, since the
+    candidate, once it ships, takes its name."""
+    if Path(against).resolve() == SHIPPED_MODEL.resolve():
+        return f"the model shipped before it ({SHIPPED_MODEL.name})"
+    return Path(against).name
 
 
 def strength_card(out_dir: str | Path) -> dict[str, str]:
@@ -481,7 +565,7 @@ def strength_card(out_dir: str | Path) -> dict[str, str]:
                         f"{others:.1%}" + ("" if sizes == FULL else f" ({sizes.label})"),
             "command": f"connectx-az compare {Path(manifest['candidate']).name}"
                        + (" --quick" if sizes == QUICK else "")
-                       + f" (against {Path(manifest['against']).name}, sha256 {manifest['sha256'][1][:12]})"}
+                       + f" (against {_against_label(manifest['against'])}, sha256 {manifest['sha256'][1][:12]})"}
     network = _read(out_dir, "network.json")
     if network is not None:
         search = network[f"mcts{SIMULATIONS}"]

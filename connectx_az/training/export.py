@@ -40,6 +40,7 @@ from onnx import numpy_helper
 from connectx_az import files
 from connectx_az.agent import backends, onnx_numpy
 from connectx_az.engine import game
+from connectx_az.errors import UserError
 from connectx_az.training.network import NetConfig, PolicyValueNet
 
 INPUT_NAME = "obs"
@@ -54,8 +55,9 @@ FP16_TOLERANCE = 5e-3
 NET_CONFIG_KEY = "connectx_az.net_config"
 
 
-class ExportError(RuntimeError):
-    """The exported graph does not reproduce the torch network (nothing was written)."""
+class ExportError(UserError, RuntimeError):
+    """Nothing was written: the exported graph does not reproduce the torch network, or the path is a folder or
+    cannot be written."""
 
 
 @dataclass(frozen=True)
@@ -166,9 +168,12 @@ def export_onnx(
 ) -> ExportReport:
     """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.
 
-    Raises ``ExportError`` (and writes nothing) when the parity check fails.
+    Raises ``ExportError`` (and writes nothing) when the parity check fails, and when ``path`` is a folder or
+    cannot be written.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ExportError(f"{path} is a folder: give the model's file name (e.g. {path / 'model.onnx'})")
     net = copy.deepcopy(net).cpu().eval()
     data = _export_bytes(net, float16)
     diff = numpy_diff = None
@@ -194,7 +199,10 @@ def export_onnx(
             if not numpy_diff <= FP32_TOLERANCE:
                 raise ExportError(f"the numpy runtime differs from onnxruntime by {numpy_diff:.3g} "
                                   f"(> {FP32_TOLERANCE:g}); {path} was not written")
-    files.atomic_write_bytes(path, data)
+    try:
+        files.atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}; choose another --out") from None
     return ExportReport(
         path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
         numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,

@@ -256,6 +256,10 @@ def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist; pass the path of a .pt file written by training")
+    if path.suffix == ".onnx":
+        raise CheckpointError(f"{path} is an ONNX model, an export that training cannot read: use the .pt checkpoint "
+                              "it came from (a run's checkpoint.pt; the shipped network's is "
+                              "connectx_az/models/default.pt)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a damaged file

@@ -5,8 +5,8 @@
     .venv/bin/python lab/mutation/check.py --only backup-sign book-key-check
 
 Each mutation replaces one line of the package (the pasted engine and agent, the book, the clock, tree
-reuse, the resume path) with a plausible bug.  The check copies the tree (the files git tracks and the
-untracked ones it does not ignore) to a temporary folder, runs every covering test there unmutated
+reuse, the replay window, the resume path) with a plausible bug.  The check copies the tree (the files git
+tracks and the untracked ones it does not ignore) to a temporary folder, runs every covering test there unmutated
 (they must pass, or the check stops), then for each mutation edits the copy, runs the tests that cover
 that code (``pytest -x``, ``make test``'s markers) with the copy first on ``PYTHONPATH``, and restores
 the file.  The working tree is never written.  A mutation *survives* when its tests pass.  The check
@@ -45,7 +45,7 @@ class Mutation:
 MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py", "connectx_az/agent/template.py"
 RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
-SELFPLAY = "connectx_az/training/selfplay.py"
+SELFPLAY, REPLAY = "connectx_az/training/selfplay.py", "connectx_az/training/replay.py"
 
 MUTATIONS = (
     # the search (pasted)
@@ -98,6 +98,9 @@ MUTATIONS = (
              ("tests/test_clock.py",), "the first move does not pay for executing the file"),
     Mutation("clock-compile-charge", TEMPLATE, "overage = max(0.0, overage - compiled)", "overage = max(0.0, overage)",
              ("tests/test_clock.py",), "the move is budgeted from the bank as it was before the compile"),
+    Mutation("solver-draw", TEMPLATE, "if found is None or found[1] < 0:", "if found is None or found[1] <= 0:",
+             ("tests/test_agent.py",),
+             "a draw the solver proves is left to the search, which may play a losing column"),
     # tree reuse (pasted)
     Mutation("reuse-reply-check", TEMPLATE, "if game.play(after_position, after_mask, reply) == (position, mask):",
              "if True:", ("tests/test_agent.py",),
@@ -112,6 +115,13 @@ MUTATIONS = (
     Mutation("cache-cap", SELFPLAY, "if len(self._row) + count > self.max_positions:",
              "if len(self._row) > self.max_positions:", ("tests/test_selfplay.py",),
              "the memory is emptied only once it is past its cap"),
+    # the replay window
+    Mutation("window-oldest-first", REPLAY, "<= up_to_generation), reverse=True)",
+             "<= up_to_generation), reverse=False)", ("tests/test_replay.py",),
+             "the cap on positions keeps the window's oldest generations, not its newest"),
+    Mutation("window-one-more", REPLAY, "up_to_generation - num_generations < g <= up_to_generation",
+             "up_to_generation - num_generations <= g <= up_to_generation", ("tests/test_replay.py",),
+             "a generation trains on one generation more than its window"),
     # resuming a run
     Mutation("resume-trim", RUNS, "trim_metrics(run_dir, generation)", "pass", ("tests/test_train.py",),
              "a generation's metrics line written before a kill stays beside the line of its rerun"),
