@@ -183,3 +183,27 @@ def test_minus_one_workers_means_one_per_core_and_the_gpu_preset_uses_it() -> No
     assert config.make_config("gpu").selfplay.num_workers == -1
     with pytest.raises(config.ConfigError, match="num_workers must be >= -1"):
         config.make_config("gpu", overrides=["selfplay.num_workers=-2"])
+
+
+@pytest.mark.parametrize(("threads", "num_workers", "expected"), [(2, 2, 1), (16, 16, 8), (4, 4, 2), (8, 0, 8),
+                                                                   (1, 0, 1), (1, 4, 1)])
+def test_the_network_gets_the_threads_of_the_group_of_workers_that_waits_on_it(threads: int, num_workers: int,
+                                                                               expected: int) -> None:
+    assert workers.inference_threads(threads, num_workers) == expected
+
+
+def test_a_generation_plays_with_the_workers_threads_and_trains_with_the_runs(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    seen: list[int] = []
+    play = workers.play_games
+    monkeypatch.setattr(workers, "play_games", lambda *a, **k: (seen.append(torch.get_num_threads()), play(*a, **k))[1])
+    before = torch.get_num_threads()
+    try:
+        cfg = config.make_config("smoke", overrides=["num_generations=1", "eval_positions=0", "selfplay.num_games=4",
+                                                     "selfplay.num_workers=2", "threads=2"])
+        train.run(tmp_path / "run", cfg, progress=False)
+        assert seen == [1] and runs.read_rows(tmp_path / "run")[0]["threads"] == 2
+    finally:
+        torch.set_num_threads(before)

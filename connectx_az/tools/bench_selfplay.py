@@ -78,7 +78,8 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
 
         from connectx_az.training.network import PolicyValueNet, TorchEvaluator, load_checkpoint
 
-        torch.set_num_threads(cfg.threads)
+        # as training runs self-play: the network's threads are those the workers leave it
+        torch.set_num_threads(workers.inference_threads(cfg.threads, workers.resolve_num_workers(num_workers)))
         torch_device = devices.resolve_device(cfg.device)
         if checkpoint is not None and Path(checkpoint).is_file():
             net, _ = load_checkpoint(checkpoint)
@@ -91,7 +92,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
         raw = bench.rate(lambda: scorer.evaluate(obs), raw_batch, seconds)
         result.update(net=net.config.label, device=str(torch_device),
                       precision=str(scorer.dtype or "float32").removeprefix("torch."),
-                      threads=cfg.threads, workers=num_workers, batch=batch, raw_batch=raw_batch,
+                      threads=torch.get_num_threads(), workers=num_workers, batch=batch, raw_batch=raw_batch,
                       raw_evals_per_s=round(raw, 1))
     start = time.perf_counter()
     _, stats = workers.play_games(scorer, num_games, cfg.selfplay, cfg.mcts, rng)

@@ -320,8 +320,14 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     torch.manual_seed(config.seed * 1_000_003 + generation)
     with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
               disable=not progress) as bar:
-        records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                            config.mcts, rng, on_game_done=lambda _: bar.update(1))
+        threads = torch.get_num_threads()  # the run's, which training uses
+        torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
+            config.selfplay.num_workers)))
+        try:
+            records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
+                                                config.mcts, rng, on_game_done=lambda _: bar.update(1))
+        finally:
+            torch.set_num_threads(threads)
     t_selfplay = time.perf_counter() - t0
     replay.write_shard(run_dir / "replay", generation, records)
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,

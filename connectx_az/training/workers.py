@@ -129,6 +129,18 @@ def resolve_num_workers(num_workers: int, cpu_count: int | None = None) -> int:
     return cores if cores > 1 else 0
 
 
+def inference_threads(threads: int, num_workers: int) -> int:
+    """Torch threads for the network during self-play with ``num_workers`` worker processes, of a run's ``threads``.
+
+    The server alternates two groups of workers (see the module docstring): while one group's leaves are on the
+    network its cores are idle, and the other group's cores do tree work, so the network gets the first
+    group's share of the cores.  More would take cores from the tree work (on 2 cores, 2 threads self-played at
+    0.81 times the rate of 1: docs/results.md, "Self-play sized to the machine").  In this process
+    (``num_workers`` 0) the network has every thread.
+    """
+    return max(1, threads - (num_workers + 1) // 2) if num_workers > 0 else threads
+
+
 def split_games(num_games: int, num_workers: int) -> list[int]:
     """Games per worker: as even as possible, the first workers take one more; no idle workers."""
     num_workers = min(num_workers, num_games)
