@@ -82,6 +82,7 @@ def test_train_cli_time_budget(tmp_path: Path) -> None:
     done = subprocess.run([*args, "--time-budget", "0.001s"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "stopped before generation 1 of 3" in done.stderr and "resume with" in done.stderr
+    assert "the first generation runs whatever the budget" in done.stderr  # said before it runs past the budget
     assert _generations(tmp_path / "run") == [0]
     assert (tmp_path / "run" / "config.json").is_file()
 

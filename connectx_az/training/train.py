@@ -259,6 +259,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     # duration: the last one's, from this call or the run's metrics.
     spent, expected, _ = runs.time_left([r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation],
                                         config.total_time)
+    if time_budget is not None and not expected and (stop is None or generation < stop):
+        log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
+                    "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
     while stop is None or generation < stop:
         if timed and spent + expected > config.total_time:
