@@ -11,7 +11,7 @@ import pytest
 
 from connectx_az.benchmarks import pons
 from connectx_az.cli import main as cli_main
-from connectx_az.tools import compare
+from connectx_az.tools import compare, compare_steps
 from connectx_az.training import config
 
 
@@ -170,7 +170,7 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
         {"num_games": 4, "num_positions": 50, "num_evaluations": 900, "seconds": 1800}) + "\n" for _ in range(3)))
     assert cli_main.main([*args, "--card", str(card), "--run", str(run)]) == code
     written = json.loads(card.read_text())
-    assert written["trained_by"] == "connectx-az train RUN --preset smoke" and written["generation"] == 3
+    assert written["trained_by"] == "connectx-az train RUN --preset smoke --workers 0" and written["generation"] == 3
     assert written["training"]["hours"] == 1.5 and written["training"]["games"] == 12
     assert cli_main.main([*args, "--card", str(card), "--run", str(tmp_path)]) == 2
     assert "not a training run folder" in capsys.readouterr().err
@@ -190,13 +190,13 @@ def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path
         ran.append((step.name, core))
         (out_dir / step.file).write_text("{}")
 
-    monkeypatch.setattr(compare, "_run_child", fake_child)
-    monkeypatch.setattr(compare.extras, "is_installed", lambda module: module != "kaggle_environments")
+    monkeypatch.setattr(compare_steps, "_run_child", fake_child)
+    monkeypatch.setattr(compare_steps.extras, "is_installed", lambda module: module != "kaggle_environments")
     contender = compare.Contender(tmp_path / "c.py", tmp_path / "c.onnx", "c")
     steps = compare.plan(contender, contender, compare.QUICK)
     (tmp_path / steps[0].file).write_text("{}")  # graded before: not again
     lines: list[str] = []
-    skipped = compare.run_steps(steps, tmp_path, cores=[0, 1], log=lines.append)
+    skipped = compare_steps.run_steps(steps, tmp_path, cores=[0, 1], log=lines.append)
     assert sorted(skipped) == ["kaggle negamax: skipped, kaggle_environments not installed here",  # lanes: any order
                                "numpy negamax: skipped, kaggle_environments not installed here"]
     cores = {name.split()[0]: core for name, core in ran if name != "network alone"}
@@ -215,7 +215,7 @@ def test_the_time_left_comes_from_the_steps_timed_in_this_run_and_a_resumed_comp
                                                                  ("", "network")]
     now = [0.0]
     lines: list[str] = []
-    progress = compare._Progress(len(steps), steps[2:], lines.append, clock=lambda: now[0])
+    progress = compare_steps._Progress(len(steps), steps[2:], lines.append, clock=lambda: now[0])
     for k, seconds in zip(range(2, 6), (20.0, 50.0, 40.0, 40.0), strict=True):  # four Pons sets, 10 positions each
         progress.starting(steps[k])
         now[0] += seconds

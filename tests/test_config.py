@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectx_az.benchmarks import pons
-from connectx_az.training import config
+from connectx_az.training import config, sizing
 from connectx_az.training import labels as label_files
 
 
@@ -86,8 +86,8 @@ def test_growing_window_starts_at_one_generation() -> None:
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]
-    assert config.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
-    assert config.train_command({**saved, "num_generations": 7}) == \
+    assert sizing.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
+    assert sizing.train_command({**saved, "num_generations": 7}) == \
         "connectx-az train RUN --preset cpu --workers 0 --set num_generations=7"
 
 
@@ -96,7 +96,7 @@ def test_a_saved_config_with_a_setting_that_left_loads_where_it_did_what_the_cod
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     saved["selfplay"]["gumbel"] = {"enabled": False, "considered": 16, "c_visit": 50.0, "c_scale": 0.1}
     assert config.from_dict(saved) == config.make_config("cpu", overrides=["seed=3"])
-    assert config.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
+    assert sizing.train_command(saved) == "connectx-az train RUN --preset cpu --workers 0"
     saved["selfplay"]["gumbel"]["enabled"] = True
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(config.ConfigError, match=r"^selfplay.gumbel.enabled=true: this setting has left the package"):
@@ -108,7 +108,7 @@ def test_a_saved_config_with_a_setting_that_left_loads_where_it_did_what_the_cod
 def test_the_shipped_checkpoints_config_loads_as_its_preset() -> None:
     torch = pytest.importorskip("torch")
     data = torch.load(Path(config.__file__).parents[1] / "models" / "default.pt", weights_only=True, map_location="cpu")
-    assert config.train_command(data["config"]) == "connectx-az train RUN --preset cpu --workers 0"
+    assert sizing.train_command(data["config"]) == "connectx-az train RUN --preset cpu --workers 0"
 
 
 def test_every_preset_carries_the_recipe() -> None:
@@ -134,7 +134,7 @@ SIZES = {"net.num_blocks", "net.num_filters", "net.value_hidden", "mcts.num_simu
 
 def test_the_defaults_are_the_recipe_and_a_preset_sets_only_sizes() -> None:
     for name, preset in config.PRESETS.items():
-        assert set(config._leaves(preset)) <= SIZES, name
+        assert set(config.leaves(preset)) <= SIZES, name
     assert config.RunConfig().net == config.make_config("cpu").net  # the shipped network's shape, heads included
 
 
@@ -161,52 +161,6 @@ def test_the_settings_load_without_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0 and out.stdout.strip() == "4x64 p32 v32+pool", out.stderr
-
-
-def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_remakes_the_config() -> None:
-    assert config.train_command(config.to_dict(config.make_config("cpu", overrides=["seed=3"]))) == \
-        "connectx-az train RUN --preset cpu --workers 0"
-    changed = ["num_generations=450", "net.value_pool=false", "train.lr=0.0001", "train.solved_max_plies=10"]
-    command = config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)))
-    assert command.startswith("connectx-az train RUN --preset gpu --set ")
-    sets = command.split(" --set ")[1:]
-    assert sorted(sets) == sorted(changed)
-    assert config.make_config("gpu", overrides=sets) == config.make_config("gpu", overrides=changed)
-    assert config.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
-        "connectx-az train RUN --preset gpu (4 settings changed: see config.json)"
-    assert config.train_command({"no_such_setting": 1}) == "connectx-az train RUN (custom settings: see config.json)"
-
-
-@pytest.mark.parametrize(("preset", "cores", "gpu", "expected"), [
-    # (workers, games in flight a worker, games a generation, steps a generation)
-    ("cpu", 1, False, (0, 64, 160, 100)),  # the preset as written: one lane, in the training process
-    ("cpu", 2, False, (2, 64, 256, 160)),
-    ("cpu", 8, False, (8, 64, 1024, 640)),
-    ("gpu", 16, True, (16, 64, 2048, 400)),  # the machine the gpu preset was measured on
-    ("gpu", 4, True, (4, 256, 2048, 400)),  # Kaggle's T4 box: 4 x 256 in flight, as fast as 16 x 64 on an H200
-    ("gpu", 2, True, (2, 512, 2048, 400)),
-])
-def test_self_play_is_sized_to_the_cores_and_the_gpu(preset: str, cores: int, gpu: bool,
-                                                      expected: tuple[int, int, int, int]) -> None:
-    cfg = config.sized(config.make_config(preset), cores=cores, gpu=gpu)
-    sp = cfg.selfplay
-    assert (sp.num_workers, sp.num_parallel_games, sp.num_games, cfg.train.steps_per_generation) == expected
-    assert cfg.threads == cores
-    # each worker plays at least two rounds, so that its later games can fork from its earlier ones
-    assert sp.num_games >= 2 * max(sp.num_workers, 1) * sp.num_parallel_games
-    # a position is trained on as often as in the preset's lane
-    lane = config.make_config(preset)
-    assert cfg.train.steps_per_generation / sp.num_games == pytest.approx(
-        lane.train.steps_per_generation / lane.selfplay.num_games, rel=0.01)
-
-
-def test_sizing_keeps_what_the_user_set_and_the_workers_pin_the_rest() -> None:
-    cfg = config.make_config("cpu", overrides=["selfplay.num_games=48", "threads=1"])
-    kept = config.sized(cfg, cores=8, gpu=False, keep={"selfplay.num_games", "threads"})
-    assert (kept.selfplay.num_games, kept.threads, kept.selfplay.num_workers) == (48, 1, 8)
-    pinned = config.sized(config.make_config("gpu"), cores=16, gpu=True, workers=4)
-    assert (pinned.selfplay.num_workers, pinned.selfplay.num_parallel_games, pinned.threads) == (4, 256, 16)
-    assert config.train_command(config.to_dict(pinned)) == "connectx-az train RUN --preset gpu --workers 4"
 
 
 def test_a_timed_runs_rate_follows_the_share_of_its_time_spent() -> None:

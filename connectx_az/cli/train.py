@@ -14,7 +14,7 @@ from connectx_az.cli import bars, common
 def cmd_train(args: argparse.Namespace) -> int:
     common.require_positive(args, "--generations", "--threads", zero_allowed=("--keep-every", "--workers"))
     common.require(args, "torch", "tqdm")
-    from connectx_az.training import config, devices, runs, train
+    from connectx_az.training import config, devices, runs, sizing, train
 
     budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
     total = [f"total_time={runs.parse_duration(args.total_time, 'total time')}"] if args.total_time is not None else []
@@ -45,8 +45,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                       "the same filters)")
             cfg = warm
         machine = devices.detect(devices.resolve_device(args.device or cfg.device))
-        cfg = config.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
-                           keep=_user_keys(args) & set(config.SIZED_KEYS))
+        cfg = sizing.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
+                           keep=_user_keys(args) & set(sizing.SIZED_KEYS))
         if args.show_config:  # the machine's line on stderr, so that stdout stays JSON
             print(devices.describe(cfg, machine), file=sys.stderr)
             print(json.dumps(config.to_dict(cfg), indent=2))
@@ -75,7 +75,7 @@ def _user_keys(args: argparse.Namespace) -> set[str]:
 
     keys = {item.partition("=")[0].strip() for item in args.set}
     if args.config:
-        keys |= set(config.leaf_keys(tomllib.loads(Path(args.config).read_text())))
+        keys |= set(config.leaves(tomllib.loads(Path(args.config).read_text())))
     return keys
 
 

@@ -8,7 +8,7 @@ Steps, in order (``STEPS``):
 ``tests``        the tests that touch CUDA (``tests/test_gpu.py``, skipped without a GPU, and the device and
                  precision rules of ``tests/test_network.py``), in a child pytest, when the source tree is here.
 ``throughput``   self-play of the preset (``bench_selfplay.bench_selfplay``, one wave of games) per precision, in this
-                 process and with worker processes; then sized (``config.sized``) for 4 and 2 cores, as on Kaggle's
+                 process and with worker processes; then sized (``sizing.sized``) for 4 and 2 cores, as on Kaggle's
                  T4 box and on Colab, with the process pinned to that many cores (as ``taskset`` does) and the
                  precision a run would choose (``network.fastest_precision``); the tree work's own rate per core
                  (the free evaluator); the network's forward time at two batch sizes (what the T4 projection scales).
@@ -28,13 +28,11 @@ preset in ``make test`` (``tests/test_bench_gpu.py``): only the device and the s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -48,23 +46,14 @@ import numpy as np
 
 from connectx_az import files, paths
 from connectx_az.tools import bench, bench_agent, bench_selfplay
+from connectx_az.tools.bench_t4 import FORWARD_BATCHES, KAGGLE_CORES, project
 
 log = logging.getLogger(__name__)
 
 STEPS = ("device", "tests", "throughput", "generations", "submission")
 PRECISIONS = ("float32", "float16", "bfloat16")
-#: peak dense throughput in TFLOP/s, (float16/bfloat16 tensor cores, float32), by a word of the device's name:
-#: the vendor's data sheets (the SXM parts where there are two).  Used only to scale a measured rate to a T4.
-PEAK_TFLOPS = {
-    "H200": (989.0, 67.0), "H100": (989.0, 67.0), "A100": (312.0, 19.5), "L4": (121.0, 30.3),
-    "A10G": (125.0, 31.2), "V100": (125.0, 15.7), "T4": (65.0, 8.1), "P100": (18.7, 9.3),
-}
-#: the CPU cores of a Kaggle "GPU T4 x2" session, which do the tree work there
-KAGGLE_CORES = 4
 #: the CPU cores of a Colab GPU runtime
 COLAB_CORES = 2
-#: the batch sizes at which the network's forward time is measured, for the latency + per-position model
-FORWARD_BATCHES = (32, 512)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,9 +176,9 @@ def _device(ctx: _Context) -> dict[str, Any]:
     dtype = network.autocast_dtype(device, "auto")
     out["auto_precision"] = ctx.auto_precision = str(dtype).removeprefix("torch.") if dtype is not None else "float32"
     if device.type == "cuda":  # what train.run picks at a run's start, at the batch of the run sized for here
-        from connectx_az.training import config, train
+        from connectx_az.training import config, sizing, train
 
-        sized = config.sized(config.make_config(ctx.config.preset), cores=devices.available_cores(), gpu=True)
+        sized = sizing.sized(config.make_config(ctx.config.preset), cores=devices.available_cores(), gpu=True)
         net = network.PolicyValueNet(sized.net)
         ctx.chosen_precision = network.fastest_precision(net, device, train.inference_batch(sized))
     else:
@@ -253,38 +242,21 @@ _ROW_KEYS = ("evaluator", "precision", "workers", "batch", "raw_batch", "raw_eva
 
 def _sized_rows(ctx: _Context, skipped: list[str], out_of_time: Callable[[], bool]) -> list[dict[str, Any]]:
     """Self-play as a run sized for each of ``core_counts`` cores plays it, pinned to that many cores."""
-    from connectx_az.training import config, devices
+    from connectx_az.training import devices
 
-    cfg = ctx.config
-    rows = []
-    gpu = devices.resolve_device(cfg.device).type == "cuda"
+    cfg, rows = ctx.config, []
     for cores in cfg.core_counts:
         if cores > devices.available_cores() or out_of_time():
             skipped.append(f"sized for {cores} cores" + (f" (this machine has {devices.available_cores()})"
                                                          if cores > devices.available_cores() else ""))
             continue
-        sized = config.sized(config.make_config(cfg.preset), cores=cores, gpu=gpu)
         t0 = time.monotonic()
-        with _pinned(cores):  # the workers, spawned inside, inherit the pinning
-            row = bench_selfplay.bench_selfplay(
-                preset=cfg.preset, seconds=cfg.seconds, num_workers=sized.selfplay.num_workers,
-                overrides=(f"selfplay.num_parallel_games={sized.selfplay.num_parallel_games}", f"threads={cores}"),
-                device=cfg.device, precision=ctx.chosen_precision, checkpoint=_shipped_checkpoint(cfg.preset))
-        rows.append({**{k: row[k] for k in _ROW_KEYS if k in row}, "cores": cores,
+        row = bench_selfplay.bench_sized(preset=cfg.preset, cores=cores, seconds=cfg.seconds, device=cfg.device,
+                                         precision=ctx.chosen_precision, checkpoint=_shipped_checkpoint(cfg.preset))
+        rows.append({**{k: row[k] for k in (*_ROW_KEYS, "cores") if k in row},
                      "seconds": round(time.monotonic() - t0, 1)})
         log.info("  %s", rows[-1])
     return rows
-
-
-@contextlib.contextmanager
-def _pinned(cores: int) -> Any:
-    """This process (and what it starts) on its first ``cores`` CPUs, as ``taskset`` would run it."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, sorted(before)[:cores])
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def _shipped_checkpoint(preset: str) -> Path | None:
@@ -324,13 +296,13 @@ def _forward_times(cfg: CheckConfig) -> dict[str, Any]:
 
 
 def _generations(ctx: _Context) -> dict[str, Any]:
-    from connectx_az.training import config, runs, train
+    from connectx_az.training import config, runs, sizing, train
 
     cfg = ctx.config
     from connectx_az.training import devices
 
     run_config = config.make_config(cfg.preset, overrides=[f"device={cfg.device}"])
-    run_config = config.sized(run_config, cores=devices.available_cores(),
+    run_config = sizing.sized(run_config, cores=devices.available_cores(),
                               gpu=devices.resolve_device(cfg.device).type == "cuda")
     ctx.run_dir = ctx.out_dir / "run"
     if (ctx.run_dir / "config.json").exists():
@@ -347,7 +319,7 @@ def _generations(ctx: _Context) -> dict[str, Any]:
     out: dict[str, Any] = {"rows": [{k: r[k] for k in keep if k in r} for r in rows]}
     if len(rows) < wanted:
         out["reason"] = f"{len(rows)} of {wanted} generations inside the budget"
-    t4 = config.sized(config.make_config(cfg.preset), cores=KAGGLE_CORES, gpu=True)
+    t4 = sizing.sized(config.make_config(cfg.preset), cores=KAGGLE_CORES, gpu=True)
     out["projection"] = project(out["rows"], num_generations=run_config.num_generations,
                                 num_parallel_games=run_config.selfplay.num_parallel_games,
                                 num_workers=_workers(run_config.selfplay.num_workers),
@@ -363,96 +335,6 @@ def _device_name(device: str) -> str:
 
     resolved = devices.resolve_device(device)
     return torch.cuda.get_device_name(resolved) if resolved.type == "cuda" else "cpu"
-
-
-def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_games: int, num_workers: int,
-            figures: dict[str, Any] | None, device_name: str, t4_parallel_games: int | None = None) -> dict[str, Any]:
-    """The preset's whole run projected from a few of its generations' ``rows``, here and on a T4.
-
-    Here: the median generation's seconds (the first generation, which pays CUDA's and cuDNN's warm-up, is left
-    out when there are others) times ``num_generations``.
-
-    On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each, the run sized for
-    them by ``config.sized``: ``t4_parallel_games`` in flight a worker), each part of a generation is scaled on
-    its own:
-
-    - self-play is bounded by the slower of two, the network's work and the tree work (the network scores only
-      the positions the searches' cache does not answer, ``num_network_evaluations``).  The network's rate: its
-      forward time measured here at two batch sizes (``figures["forward"]``) fits
-      ``t(B) = latency + B * per_position``; on the T4 the latency is kept (launching kernels is host work)
-      and ``per_position`` grows by the ratio of the two GPUs' peak float16 tensor throughput
-      (``PEAK_TFLOPS``), at the batch the server sends (the games in flight of half the workers).
-      The tree work's: where ``figures["rows"]`` has self-play sized for ``KAGGLE_CORES`` cores and pinned to
-      them (``cores``), that row's measured rate, pipes and turn-taking included (``hours`` then uses it, at
-      this machine's core speed); else its rate per core with the free evaluator times the workers, and the
-      same bound computed for this machine (``num_workers`` workers) against the self-play rate the
-      generations measured gives the share of the bound that self-play reaches here (``efficiency``).  The
-      T4's hours are given at the bound (``hours_at_best``) and at this machine's share of it, or at the
-      measured 4-core rate (``hours``);
-    - training, float32, grows by the ratio of the two GPUs' peak float32 throughput, an upper bound where small
-      steps are bound by latency rather than arithmetic;
-    - the rest of a generation (replay loading, the held-out and Pons evaluations) is kept as measured here.
-
-    ``t4`` is the reason instead where this device's peak figures are unknown or no throughput was measured.
-    """
-    steady = rows[1:] or rows
-    gen_seconds = statistics.median(r["seconds"] for r in steady)
-    selfplay_seconds = statistics.median(r["selfplay_seconds"] for r in steady)
-    train_seconds = statistics.median(r["train_seconds"] for r in steady)
-    evaluations = statistics.median(r["num_evaluations"] for r in steady)
-    network_evaluations = statistics.median(r.get("num_network_evaluations", r["num_evaluations"]) for r in steady)
-    out: dict[str, Any] = {
-        "generation_seconds": round(gen_seconds, 1), "selfplay_seconds": round(selfplay_seconds, 1),
-        "train_seconds": round(train_seconds, 1), "evaluations_per_generation": int(evaluations),
-        "selfplay_evals_per_s": round(evaluations / selfplay_seconds),
-        "hours_here": round(gen_seconds * num_generations / 3600, 2), "num_generations": num_generations,
-    }
-    peaks = next((v for k, v in PEAK_TFLOPS.items() if k in device_name.upper().split()), None)
-    free = [r for r in (figures or {}).get("rows", []) if r.get("evaluator") == "free"]
-    if peaks is None or not free:
-        out["t4"] = (f"no projection: the peak figures of {device_name!r} are unknown" if peaks is None
-                     else "no projection: the tree work's rate was not measured")
-        return out
-    forward = figures["forward"]["seconds"]  # type: ignore[index]
-    (b1, b2), (t1, t2) = FORWARD_BATCHES, (forward[str(FORWARD_BATCHES[0])], forward[str(FORWARD_BATCHES[1])])
-    per_position = max((t2 - t1) / (b2 - b1), 0.0)
-    latency = max(t1 - b1 * per_position, 1e-6)
-    tree_per_core = free[0]["tree_evals_per_s_per_core"]
-
-    def bound(workers: int, scale: float, in_flight: int) -> tuple[float, float]:
-        batch = in_flight * max(1, (workers + 1) // 2)
-        return batch / (latency + batch * per_position * scale), tree_per_core * max(1, workers)
-
-    def selfplay_bound(workers: int, scale: float, in_flight: int) -> float:
-        """Self-play's seconds at the slower rate: the network scores only what the cache does not answer."""
-        network_rate, tree_rate = bound(workers, scale, in_flight)
-        return max(network_evaluations / network_rate, evaluations / tree_rate)
-
-    t4_in_flight = t4_parallel_games or num_parallel_games
-    efficiency = min(1.0, selfplay_bound(num_workers, 1.0, num_parallel_games) / selfplay_seconds)
-    tensor_ratio, fp32_ratio = peaks[0] / PEAK_TFLOPS["T4"][0], peaks[1] / PEAK_TFLOPS["T4"][1]
-    network_rate, tree_rate = bound(KAGGLE_CORES, tensor_ratio, t4_in_flight)
-    rest = max(gen_seconds - selfplay_seconds - train_seconds, 0.0)
-    t4_train = train_seconds * fp32_ratio
-    t4_bound = selfplay_bound(KAGGLE_CORES, tensor_ratio, t4_in_flight)
-    best = t4_bound + t4_train + rest
-    measured = next((r for r in (figures or {}).get("rows", []) if r.get("cores") == KAGGLE_CORES), None)
-    if measured is not None:  # self-play sized for the T4 box's cores, pinned to them here: its rate, measured
-        tree_rate = measured["selfplay_evals_per_s"]
-        likely = max(network_evaluations / network_rate, evaluations / tree_rate) + t4_train + rest
-    else:
-        likely = t4_bound / efficiency + t4_train + rest
-    out["t4"] = {
-        "hours": round(likely * num_generations / 3600, 2), "generation_seconds": round(likely, 1),
-        "generations_in_11h": int(11 * 3600 // likely), "tree_rate_measured_on_4_cores": measured is not None,
-        "hours_at_best": round(best * num_generations / 3600, 2), "efficiency": round(efficiency, 3),
-        "train_seconds": round(t4_train, 1), "network_evals_per_s": round(network_rate),
-        "tree_evals_per_s": round(tree_rate),
-        "bound": "network" if network_evaluations / network_rate > evaluations / tree_rate else "tree work",
-        "forward_latency_s": round(latency, 6), "forward_per_position_s": round(per_position, 10),
-        "tensor_ratio": round(tensor_ratio, 2), "fp32_ratio": round(fp32_ratio, 2),
-    }
-    return out
 
 
 def _submission(ctx: _Context) -> dict[str, Any]:

@@ -25,22 +25,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from connectx_az import extras, files, paths
 from connectx_az.benchmarks import pons
-from connectx_az.errors import UserError
 from connectx_az.evaluation import grading
+from connectx_az.tools.compare_steps import CompareError, Step, run_steps
 
 RUNTIMES = ("kaggle", "numpy")
 #: a set counts as worse only where the one-sided sign test on its discordant positions gives p below this
@@ -51,10 +45,6 @@ RULE = (f"The candidate may ship when no Pons set is worse in either runtime (wo
         f"duel against the noisy perfect opponent has no value-losing move and no timeout or error, and the "
         f"network alone (MCTS {SIMULATIONS}) is not worse on any set by the same test.")
 SHIPPED_MODEL = paths.DEFAULT_MODEL
-
-
-class CompareError(UserError, ValueError):
-    """A compare that cannot run as asked (one line: what, and what to do)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,23 +167,6 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
 # --------------------------------------------------------------------------- the steps
 
 
-@dataclass(frozen=True)
-class Step:
-    """One grade: its file in the output folder, the child command's arguments, and what it needs."""
-
-    name: str
-    file: str
-    args: tuple[str, ...]
-    needs: tuple[str, ...] = ()
-    weight: float = 1.0  # its size within its kind (positions or games, times the clock): what the time left scales
-
-    @property
-    def kind(self) -> tuple[str, str]:
-        """``(runtime, kind)``: ``("kaggle", "pons")``...; ``("", "network")`` for the networks alone."""
-        kind, _, rest = self.file.removesuffix(".json").partition("_")
-        return rest.split("_")[0], kind
-
-
 def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Sequence[str] = RUNTIMES, *,
          duel_cache: str = "build/duel_cache.sqlite", replays: str = "build/compare-replays") -> list[Step]:
     """The steps of a compare, in order: per runtime the six sets, negamax and the duel; then the networks.
@@ -227,130 +200,6 @@ def plan(candidate: Contender, shipped: Contender, sizes: Sizes, runtimes: Seque
                            "--sims", str(SIMULATIONS), *limit, "--json"), ("onnxruntime", "onnx", "torch"),
                           weight=positions))
     return steps
-
-
-def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = (),
-              log: Callable[[str], None] = print) -> list[str]:
-    """Run the steps whose file is not yet in ``out_dir``; returns a line for each step skipped for want of a
-    package.  A child that fails raises ``CompareError`` with its last line of error output.
-
-    ``cores``: the CPU cores to pin the children to.  With two or more, the runtimes' steps run at once, a runtime
-    a core (the clock is what is measured: give cores nothing else uses); the networks alone come last.
-    """
-    todo = [s for s in steps if not (out_dir / s.file).is_file()]
-    lanes: dict[str, list[Step]] = {}
-    for step in todo:
-        lanes.setdefault(step.name.split()[0] if step.file.startswith(("pons_", "negamax_", "duel_")) else "",
-                         []).append(step)
-    runtime_lanes = [lane for name, lane in lanes.items() if name]
-    at_once = min(len(cores), len(runtime_lanes)) if len(cores) > 1 else 1
-    progress = _Progress(len(steps), todo, log, lanes_at_once=max(at_once, 1))
-    if len(cores) > 1 and len(runtime_lanes) > 1:
-        with ThreadPoolExecutor(len(runtime_lanes)) as pool:
-            for future in [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress)
-                           for i, lane in enumerate(runtime_lanes)]:
-                future.result()
-    else:
-        for lane in runtime_lanes:
-            _run_lane(lane, out_dir, cores[0] if cores else None, progress)
-    _run_lane(lanes.get("", []), out_dir, cores[0] if cores else None, progress)
-    return progress.skipped
-
-
-class _Progress:
-    """The compare's progress lines: each step as it starts, its place among all the steps (those graded before, by a
-    killed compare, count as done), and the time left, measured: each step still to come takes the seconds per unit
-    of ``Step.weight`` that the steps of its kind (the same runtime's first, else the other's) took in this run.
-    Kinds not timed yet are named instead; before the first step ends there is no estimate.
-    ``lanes_at_once``: runtimes graded at once (``--cores``), which divide the runtimes' time left."""
-
-    def __init__(self, num_steps: int, todo: Sequence[Step], log: Callable[[str], None], *, lanes_at_once: int = 1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.num_steps, self.num_started = num_steps, num_steps - len(todo)
-        self.waiting = list(todo)
-        self.started: dict[str, float] = {}
-        self.timed: list[tuple[Step, float]] = []  # (step, seconds) of the steps this run finished
-        self.lanes_at_once, self.log, self.clock = lanes_at_once, log, clock
-        self.skipped: list[str] = []
-        self.lock = threading.Lock()
-        if self.num_started:
-            log(f"{self.num_started} of {num_steps} steps graded before; {len(todo)} to go")
-
-    def _rate(self, step: Step) -> float | None:
-        """Seconds per unit of weight of ``step``'s kind, as timed in this run (None: not timed yet)."""
-        for same in (lambda s: s.kind == step.kind, lambda s: s.kind[1] == step.kind[1]):
-            timed = [(s, seconds) for s, seconds in self.timed if same(s)]
-            if timed:
-                return sum(seconds for _, seconds in timed) / max(sum(s.weight for s, _ in timed), 1e-9)
-        return None
-
-    def _left(self, coming: Sequence[Step]) -> str:
-        runtimes = networks = 0.0
-        untimed: list[str] = []
-        for step in coming:
-            rate = self._rate(step)
-            if rate is None:
-                label = "network alone" if step.kind[1] == "network" else f"{step.kind[1]} ({step.kind[0]})"
-                untimed += [label] if label not in untimed else []
-            elif step.kind[0]:
-                runtimes += rate * step.weight
-            else:
-                networks += rate * step.weight
-        if not self.timed:
-            return ""
-        timed = len(untimed) < len({s.kind for s in coming})
-        notes = ([f"about {_minutes(runtimes / self.lanes_at_once + networks)} left"] if timed else []) + (
-            [f"{', '.join(untimed)} not timed yet"] if untimed else [])
-        return ", " + " and ".join(notes) if notes else ""
-
-    def starting(self, step: Step) -> None:
-        with self.lock:
-            self.waiting.remove(step)
-            self.started[step.name] = self.clock()
-            self.num_started += 1
-            self.log(f"[{self.num_started}/{self.num_steps}] {step.name}{self._left([step, *self.waiting])}")
-
-    def finished(self, step: Step, skipped: str = "") -> None:
-        with self.lock:
-            if skipped:
-                self.waiting.remove(step)
-                self.num_started += 1
-                self.skipped.append(skipped)
-                self.log(skipped)
-            else:
-                self.timed.append((step, self.clock() - self.started.pop(step.name)))
-
-
-def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress) -> None:
-    for step in lane:
-        missing = [m for m in step.needs if not extras.is_installed(m)]
-        if missing:
-            progress.finished(step, f"{step.name}: skipped, {' and '.join(missing)} not installed here")
-            continue
-        progress.starting(step)
-        _run_child(step, out_dir, core)
-        progress.finished(step)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
-def _run_child(step: Step, out_dir: Path, core: int | None) -> None:
-    def pin() -> None:
-        if core is not None and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, {core})
-
-    done = subprocess.run([sys.executable, "-m", "connectx_az.cli", *step.args], stdout=subprocess.PIPE,
-                          stderr=None if sys.stderr.isatty() else subprocess.PIPE, text=True,
-                          preexec_fn=pin if core is not None else None)
-    lines = (done.stdout or "").strip().splitlines()
-    # validate exits 1 when a game was lost: that is a grade, not a failure of the step
-    if done.returncode not in (0, 1) or not lines or not lines[-1].startswith("{"):
-        error = (done.stderr or "").strip().splitlines()
-        raise CompareError(f"{step.name} failed (`connectx-az {' '.join(step.args)}` exited {done.returncode}): "
-                           f"{error[-1] if error else lines[-1] if lines else 'no output'}")
-    files.atomic_write_bytes(out_dir / step.file, (lines[-1] + "\n").encode())
 
 
 # --------------------------------------------------------------------------- reading the grades and the verdict

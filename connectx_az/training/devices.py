@@ -1,5 +1,5 @@
 """Where training runs: the torch device for a config's ``device``, with the GPUs a torch build can drive, and the
-machine a new run is sized for (``Machine``; ``config.sized`` holds the rule).
+machine a new run is sized for (``Machine``; ``sizing.sized`` holds the rule).
 
 Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100, compute
 capability 6.0), while ``torch.cuda.is_available()`` stays True there and the first kernel fails:
@@ -119,7 +119,7 @@ def detect(device: torch.device) -> Machine:
 
 
 def describe(config: RunConfig, machine: Machine) -> str:
-    """One line: the machine and the sizes ``config`` trains with there (``config.sized``)."""
+    """One line: the machine and the sizes ``config`` trains with there (``sizing.sized``)."""
     sp = config.selfplay
     where = f"{sp.num_workers} self-play worker{'s' * (sp.num_workers != 1)} x {sp.num_parallel_games}" \
         if sp.num_workers > 0 else f"self-play in the training process, {sp.num_parallel_games}"

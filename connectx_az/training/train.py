@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from connectx_az import files
 from connectx_az.training import devices, replay, runs, workers
-from connectx_az.training.config import ConfigError, RunConfig, format_hours, train_command
+from connectx_az.training.config import ConfigError, RunConfig
 from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
@@ -45,6 +45,7 @@ from connectx_az.training.network import (
     save_checkpoint,
     train_autocast_dtype,
 )
+from connectx_az.training.sizing import format_hours, train_command
 
 log = logging.getLogger(__name__)
 

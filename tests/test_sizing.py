@@ -1,0 +1,53 @@
+"""A new run sized to the machine (``sizing.sized``) and the command that remakes a run (``sizing.train_command``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectx_az.training import config, sizing
+
+
+@pytest.mark.parametrize(("preset", "cores", "gpu", "expected"), [
+    # (workers, games in flight a worker, games a generation, steps a generation)
+    ("cpu", 1, False, (0, 64, 160, 100)),  # the preset as written: one lane, in the training process
+    ("cpu", 2, False, (2, 64, 256, 160)),
+    ("cpu", 8, False, (8, 64, 1024, 640)),
+    ("gpu", 16, True, (16, 64, 2048, 400)),  # the machine the gpu preset was measured on
+    ("gpu", 4, True, (4, 256, 2048, 400)),  # Kaggle's T4 box: 4 x 256 in flight, as fast as 16 x 64 on an H200
+    ("gpu", 2, True, (2, 512, 2048, 400)),
+])
+def test_self_play_is_sized_to_the_cores_and_the_gpu(preset: str, cores: int, gpu: bool,
+                                                      expected: tuple[int, int, int, int]) -> None:
+    cfg = sizing.sized(config.make_config(preset), cores=cores, gpu=gpu)
+    sp = cfg.selfplay
+    assert (sp.num_workers, sp.num_parallel_games, sp.num_games, cfg.train.steps_per_generation) == expected
+    assert cfg.threads == cores
+    # each worker plays at least two rounds, so that its later games can fork from its earlier ones
+    assert sp.num_games >= 2 * max(sp.num_workers, 1) * sp.num_parallel_games
+    # a position is trained on as often as in the preset's lane
+    lane = config.make_config(preset)
+    assert cfg.train.steps_per_generation / sp.num_games == pytest.approx(
+        lane.train.steps_per_generation / lane.selfplay.num_games, rel=0.01)
+
+
+def test_sizing_keeps_what_the_user_set_and_the_workers_pin_the_rest() -> None:
+    cfg = config.make_config("cpu", overrides=["selfplay.num_games=48", "threads=1"])
+    kept = sizing.sized(cfg, cores=8, gpu=False, keep={"selfplay.num_games", "threads"})
+    assert (kept.selfplay.num_games, kept.threads, kept.selfplay.num_workers) == (48, 1, 8)
+    pinned = sizing.sized(config.make_config("gpu"), cores=16, gpu=True, workers=4)
+    assert (pinned.selfplay.num_workers, pinned.selfplay.num_parallel_games, pinned.threads) == (4, 256, 16)
+    assert sizing.train_command(config.to_dict(pinned)) == "connectx-az train RUN --preset gpu --workers 4"
+
+
+def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_remakes_the_config() -> None:
+    assert sizing.train_command(config.to_dict(config.make_config("cpu", overrides=["seed=3"]))) == \
+        "connectx-az train RUN --preset cpu --workers 0"
+    changed = ["num_generations=450", "net.value_pool=false", "train.lr=0.0001", "train.solved_max_plies=10"]
+    command = sizing.train_command(config.to_dict(config.make_config("gpu", overrides=changed)))
+    assert command.startswith("connectx-az train RUN --preset gpu --set ")
+    sets = command.split(" --set ")[1:]
+    assert sorted(sets) == sorted(changed)
+    assert config.make_config("gpu", overrides=sets) == config.make_config("gpu", overrides=changed)
+    assert sizing.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
+        "connectx-az train RUN --preset gpu (4 settings changed: see config.json)"
+    assert sizing.train_command({"no_such_setting": 1}) == "connectx-az train RUN (custom settings: see config.json)"
