@@ -11,8 +11,10 @@ import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,23 @@ def test_train_cli_sizes_the_run_prints_a_line_a_generation_and_says_what_comes_
                                  text=True, timeout=300)
         assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
         assert message in refused.stderr
+
+
+def test_ctrl_c_says_where_the_run_stands_and_how_to_resume_it(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "connectx_az.cli", "train", str(run_dir), "--preset", "smoke",
+                             "--quiet", "--workers", "0", "--set", "num_generations=1000",
+                             "--set", "selfplay.num_games=4", "--set", "eval_positions=0"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "metrics.jsonl").is_file() or not (run_dir / "metrics.jsonl").read_text().strip():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    last = out.splitlines()[-1]
+    assert last.startswith(f"interrupted: the run is saved after {_next_generation(run_dir)} generations (of 1000, ")
+    assert last.endswith(f"; resume with: connectx-az train --resume {run_dir}")
+    assert "Traceback" not in err
