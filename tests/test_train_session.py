@@ -56,7 +56,8 @@ def test_the_time_budget_stops_between_generations_and_the_run_resumes(
     with caplog.at_level(logging.WARNING, logger="connectx_az.training.train"):
         train.run(run_dir, cfg, progress=False, time_budget=100.0, clock=lambda: next(ticks))
     assert _generations(run_dir) == [0] and _next_generation(run_dir) == 1
-    [record] = [r for r in caplog.records if r.name == "connectx_az.training.train"]
+    first, record = [r for r in caplog.records if r.name == "connectx_az.training.train"]
+    assert "the first generation runs whatever the budget" in first.getMessage()
     assert "stopped before generation 1 of 3" in record.getMessage()
     assert f"resume with: connectx-az train --resume {run_dir}" in record.getMessage()
 
