@@ -100,6 +100,12 @@ def read_rows(run_dir: Path | str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def rows_before(run_dir: Path | str, generation: int) -> list[dict[str, Any]]:
+    """The metrics rows of the generations before ``generation`` (those a checkpoint saying "next is
+    ``generation``" holds)."""
+    return [r for r in read_rows(run_dir) if r["generation"] < generation]
+
+
 def check_run(run_dir: str | Path) -> int:
     """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
 
@@ -283,8 +289,7 @@ def is_complete(run_dir: str | Path, config: RunConfig, next_generation: int) ->
     """Whether the run has done all it was set to: its generations, or (timed) its total time."""
     if not config.total_time:
         return next_generation >= config.num_generations
-    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < next_generation]
-    return time_left(rows, config.total_time)[2]
+    return time_left(rows_before(run_dir, next_generation), config.total_time)[2]
 
 
 def status_line(run_dir: str | Path) -> str:
@@ -292,8 +297,7 @@ def status_line(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     config = load_config(run_dir)
     generation = check_run(run_dir)
-    rows = [r for r in read_rows(run_dir) if r.get("generation", -1) < generation]
-    spent = format_duration(([0.0, *run_clock(rows)])[-1])
+    spent = format_duration(([0.0, *run_clock(rows_before(run_dir, generation))])[-1])
     if is_complete(run_dir, config, generation):
         return (f"the run is complete: {generation} generations in {spent}; next: connectx-az export {run_dir} "
                 "--out build/model.onnx, then connectx-az build --model build/model.onnx")

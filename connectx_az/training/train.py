@@ -258,8 +258,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     evaluator = TorchEvaluator(net, device, precision)
     # The run's time spent (its generations', across resumes: ``runs.run_clock``) and a generation's expected
     # duration: the last one's, from this call or the run's metrics.
-    spent, expected, _ = runs.time_left([r for r in runs.read_rows(run_dir) if r.get("generation", -1) < generation],
-                                        config.total_time)
+    spent, expected, _ = runs.time_left(runs.rows_before(run_dir, generation), config.total_time)
     if time_budget is not None and not expected and (stop is None or generation < stop):
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
                     "known before it ends", runs.format_duration(time_budget))
