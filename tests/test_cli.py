@@ -417,7 +417,7 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     assert shown.returncode == 0, shown.stderr
     card = json.loads(DEFAULT_CARD.read_text())
     # the preset's one command as it stands, nothing set by hand
-    assert "trained by: connectx-az train RUN --preset cpu\n" in shown.stdout
+    assert "trained by: connectx-az train RUN --preset cpu --workers 0\n" in shown.stdout
     assert "measured by: connectx-az compare" in shown.stdout
     assert card["trained_by"].startswith("connectx-az train RUN --preset cpu")
     assert card["training"]["generations"] == 450

@@ -109,6 +109,8 @@ def test_the_shipped_checkpoints_config_loads_as_its_preset() -> None:
     torch = pytest.importorskip("torch")
     data = torch.load(Path(config.__file__).parents[1] / "models" / "default.pt", weights_only=True, map_location="cpu")
     assert sizing.train_command(data["config"]) == "connectx-az train RUN --preset cpu --workers 0"
+    card = json.loads((Path(config.__file__).parents[1] / "models" / "default.json").read_text())
+    assert card["trained_by"] == sizing.train_command(data["config"])  # the card names the command that made it
 
 
 def test_every_preset_carries_the_recipe() -> None:
