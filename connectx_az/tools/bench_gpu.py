@@ -216,7 +216,7 @@ def _throughput(ctx: _Context) -> dict[str, Any]:
         used = time.monotonic() - t_start
         # the throughput rows get at most 40% of the time left at the step's start, the rest is the generations'
         if used + last > 0.4 * ctx.left:
-            skipped.append(f"{evaluator} {precision or ''} workers {workers}".replace("  ", " "))
+            skipped.append(f"{evaluator} {precision or ''} workers {workers} (out of time)".replace("  ", " "))
             continue
         t0 = time.monotonic()
         num_workers = _workers(workers)
@@ -231,7 +231,7 @@ def _throughput(ctx: _Context) -> dict[str, Any]:
     out: dict[str, Any] = {"rows": rows, "forward": forward}
     if skipped:
         out["skipped_rows"] = skipped
-        out["reason"] = f"out of time for {len(skipped)} rows"
+        out["reason"] = f"{len(skipped)} rows skipped: {'; '.join(skipped)}"
     ctx.figures = {"rows": rows, "forward": forward}
     return out
 
@@ -248,7 +248,7 @@ def _sized_rows(ctx: _Context, skipped: list[str], out_of_time: Callable[[], boo
     for cores in cfg.core_counts:
         if cores > devices.available_cores() or out_of_time():
             skipped.append(f"sized for {cores} cores" + (f" (this machine has {devices.available_cores()})"
-                                                         if cores > devices.available_cores() else ""))
+                                                         if cores > devices.available_cores() else " (out of time)"))
             continue
         t0 = time.monotonic()
         row = bench_selfplay.bench_sized(preset=cfg.preset, cores=cores, seconds=cfg.seconds, device=cfg.device,
