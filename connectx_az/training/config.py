@@ -233,33 +233,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     },
-    # one CPU core: 57-61 s a generation on this project's AMD EPYC in bfloat16, 7-7.6 hours in all (docs/results.md,
-    # "The `cpu` preset in bfloat16, from scratch", has its timings)
+    # one CPU core's lane (its timings: docs/results.md, "Speed"); 64 games at a time, since the tree work costs per
+    # numpy call, not per game (docs/ablations.md has the equal-time comparison with 32)
     "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
-        # 64 games at a time: the tree work costs per numpy call, not per game, so twice the games cost little more
-        # a step, and with bfloat16 inference the network no longer hides it.  Forks (from positions searched
-        # earlier) then have 96 games to go to, not 128; at equal hours the network was level or better
-        # (docs/results.md, "bfloat16 on the CPU").
         "selfplay": {"num_games": 160, "num_parallel_games": 64},
         "train": {"batch_size": 256, "steps_per_generation": 100, "replay_generations": 8},
         "num_generations": 450,
     },
-    # the same recipe scaled to a GPU: more games, simulations and steps a generation.  Projected from self-play
-    # measured on an H100 with 16 cores: about 65 s a generation there (1.8 hours in all) and 4.2-7.4 hours on a
-    # Kaggle T4, inside its session's 11 hours (docs/results.md, "Self-play on a GPU"; `make gpu-check` measures).
+    # the same recipe scaled to a GPU: more games, simulations and steps a generation, a worker a core (a new run
+    # is sized to the machine by sizing.sized: docs/results.md, "Self-play sized to the machine"), and no cache of
+    # the network's answers, since a GPU's forward pass costs per call while the lookups cost the tree work
+    # (docs/history.md, the GPU check of 2026-11-27)
     "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
-        # Tree work runs in one worker process per CPU core, so the GPU is not left waiting on one core.  Each
-        # worker keeps 64 games in flight: the tree work's numpy calls cost per call, so 64 games a worker gave
-        # 2.4 times the self-play rate of 32 on the H100's 16 cores; 2,048 games a generation give each of 16
-        # workers two rounds of 64, so that its later games can fork (on 4 cores, eight rounds).
-        # No cache of the network's answers: a GPU's forward pass costs per call, nearly flat in the batch
-        # (1.43 ms at 32 positions, 1.51 at 512 on the H100), so sending fewer positions saves it little, while
-        # the lookups cost the tree work, the limit here, 6-19% (docs/results.md, "The network's answers kept
-        # for a generation").
         "selfplay": {"num_games": 2048, "num_parallel_games": 64, "num_workers": -1, "cache_positions": 0},
         "train": {"batch_size": 1024, "steps_per_generation": 400, "replay_generations": 10,
                   "replay_max_positions": 1_000_000},

@@ -154,9 +154,9 @@ class PolicyValueNet(nn.Module):
 def place(net: PolicyValueNet, device: str | torch.device) -> PolicyValueNet:
     """``net`` itself, moved to ``device``; on a CPU its convolution weights also go channels-last (NHWC).
 
-    On this project's CPU channels-last makes a training step 1.17 times and an evaluation 1.03-1.12 times
-    as fast (``docs/results.md``, *The network's layout on the CPU*); the values are the same up to rounding,
-    and checkpoints load into either layout.  GPUs keep the default layout: it is unmeasured there.
+    Channels-last is the faster layout on a CPU (measured in docs/history.md, the speed entry of 2026-11-27); the
+    values are the same up to rounding, and checkpoints load into either layout.  GPUs keep the default layout:
+    it is unmeasured there.
     """
     device = torch.device(device)
     net = net.to(device)
@@ -167,8 +167,8 @@ def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
     """An inference copy of ``net`` (eval mode, no gradients) with each BatchNorm folded into the convolution before it.
 
     Folding uses the running statistics, so the copy computes what ``net.eval()`` does, up to rounding
-    (about 1e-6 in float32), with one operation fewer per layer: on this project's CPU the ``cpu`` preset's
-    network runs 6% faster in bfloat16 and 7% in float32 (``docs/results.md``, *The network's layout on the CPU*).
+    (about 1e-6 in float32), with one operation fewer per layer (the speed it buys: docs/history.md, the speed
+    entry of 2026-11-27).
     """
     folded = copy.deepcopy(net).eval().requires_grad_(False)
     for module in folded.modules():

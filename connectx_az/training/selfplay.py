@@ -170,10 +170,9 @@ class CachedEvaluator:
     object per generation.  ``num_evaluations`` counts the positions asked for, ``num_network_evaluations``
     those sent on.
 
-    Its cost, a few numpy calls a call and a dict lookup a position, adds 6-19% to the tree work: it pays
-    where the network's time grows with the positions it scores (a CPU: self-play 2.2 times as fast), not
-    where a call costs the same whatever its size (a GPU, whose preset turns it off; ``docs/results.md``,
-    *The network's answers kept for a generation*).
+    Its cost, a few numpy calls a call and a dict lookup a position, falls on the tree work: it pays where the
+    network's time grows with the positions it scores (a CPU), not where a call costs the same whatever its
+    size (a GPU, whose preset turns it off; measured in docs/history.md, the speed entry of 2026-11-27).
     """
 
     def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20) -> None:
