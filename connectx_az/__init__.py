@@ -1,6 +1,7 @@
-"""AlphaZero for Kaggle ConnectX, in four layers (README "Layout"; ``tests/test_layers.py`` checks the imports).
+"""AlphaZero for Kaggle ConnectX, in tiers that are its folders (README "Layout"; ``tests/test_layers.py`` holds them).
 
-``engine`` and ``agent`` are pasted into ``submission.py`` (numpy and the standard library);
-``training`` trains (torch); ``evaluation`` measures; ``cli`` parses and prints.  ``files``,
-``extras`` and ``cards`` are small support modules any layer may use.
+``engine`` and ``agent`` are pasted into ``submission.py`` (numpy and the standard library); ``benchmarks``
+holds the Pons sets; ``training`` trains (torch); ``evaluation`` grades and plays (no torch); ``tools`` writes
+files and releases; ``cli`` parses and prints.  ``files``, ``paths``, ``extras``, ``errors`` and ``cards`` are
+small support modules below them all.
 """
