@@ -60,8 +60,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                   device=args.device, time_budget=budget, keep_every=args.keep_every,
                   on_generation=lambda row: bars.write(runs.generation_line(row, shown)), **call)
     except KeyboardInterrupt:
-        if (run_dir / "config.json").is_file():
-            print(f"interrupted: {runs.status_line(run_dir)}")
+        where = runs.status_line(run_dir) if (run_dir / "config.json").is_file() else "nothing was written"
+        print(f"interrupted: {where}")
         return 130
     print(runs.status_line(run_dir))
     return 0
