@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from connectx_az.engine import game, search_tree
+from connectx_az.engine import game, mcts_numba, search_tree
 
 A = game.NUM_ACTIONS
 
@@ -348,11 +348,15 @@ def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.n
 # --------------------------------------------------------------------------- one step and the search
 
 
-def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig) -> int:
+def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
+             kernels: mcts_numba.Kernels | None = None) -> int:
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
-    Returns the number of simulations added (over all trees).
+    Returns the number of simulations added (over all trees).  With ``kernels``
+    (``mcts_numba.compile_kernels()``) the step runs compiled, to the same tree.
     """
+    if kernels is not None:
+        return kernels.simulate(tree, evaluator, config)
     k = config.num_parallel
     bsz = tree.batch_size
     tree.ensure_capacity(k)
@@ -390,6 +394,7 @@ def search(
     num_simulations: int | None = None,
     deadline: float | None = None,
     rng: np.random.Generator | None = None,
+    kernels: mcts_numba.Kernels | None = None,
 ) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
@@ -397,7 +402,7 @@ def search(
     tree, at the ``time.perf_counter()`` ``deadline``, or once every root is
     proven, whichever comes first.  With ``rng`` given the search is a
     self-play one: Dirichlet noise is mixed into the root priors; without it
-    the search is deterministic.
+    the search is deterministic.  ``kernels``: see ``simulate``.
     """
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
@@ -411,7 +416,7 @@ def search(
             break
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        simulate(tree, evaluator, config)
+        simulate(tree, evaluator, config, kernels)
         done += config.num_parallel
     return done
 

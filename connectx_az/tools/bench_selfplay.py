@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az.engine import game
+from connectx_az.engine import game, mcts_numba
 from connectx_az.tools import bench
 
 
@@ -94,6 +94,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
                       precision=str(scorer.dtype or "float32").removeprefix("torch."),
                       threads=torch.get_num_threads(), workers=num_workers, batch=batch, raw_batch=raw_batch,
                       raw_evals_per_s=round(raw, 1))
+    mcts_numba.compile_kernels(cache=True)  # compiled (or loaded from numba's cache) before the clock starts
     start = time.perf_counter()
     _, stats = workers.play_games(scorer, num_games, cfg.selfplay, cfg.mcts, rng)
     elapsed = time.perf_counter() - start

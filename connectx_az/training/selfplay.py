@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az.engine import game, mcts, search_tree
+from connectx_az.engine import game, mcts, mcts_numba, search_tree
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30
@@ -175,7 +175,8 @@ class CachedEvaluator:
     size (a GPU, whose preset turns it off; measured in docs/history.md, the speed entry of 2026-11-27).
     """
 
-    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20) -> None:
+    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20,
+                 kernels: mcts_numba.Kernels | None = None) -> None:
         if max_positions < 1:
             raise ValueError("max_positions must be >= 1")
         self.inner = inner
@@ -185,13 +186,25 @@ class CachedEvaluator:
         self._row: dict[int, int] = {}  # position key -> its answer's row in _logits and _value
         self._logits = np.empty((0, game.NUM_ACTIONS), np.float32)
         self._value = np.empty(0, np.float32)
+        # with ``kernels``, the memory is an array hash table (``mcts_numba._lookup_kernel``) instead of the dict
+        self._kernels = kernels
+        self._size = 0  # positions in the table
+        self._keys, self._rows = np.zeros(1 << 12, np.uint64), np.zeros(1 << 12, np.int64)
+
+    def __len__(self) -> int:
+        """The positions held."""
+        return self._size if self._kernels is not None else len(self._row)
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
         count = len(obs)
         self.num_evaluations += count
-        if len(self._row) + count > self.max_positions:
+        if len(self) + count > self.max_positions:
             self._row.clear()  # before the lookups, so that no row found below is written over
+            self._size = 0
+            self._keys[:] = 0
+        if self._kernels is not None:
+            return self._evaluate_compiled(obs)
         keys = position_keys(obs).tolist()
         get = self._row.get
         rows = [get(key, -1) for key in keys]
@@ -214,6 +227,31 @@ class CachedEvaluator:
             self._row.update(fresh)
         index = np.array(rows, np.intp)
         return self._logits[index], self._value[index]
+
+    def _evaluate_compiled(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``evaluate`` with the hash table: the same rows, the same positions sent on, in the same order."""
+        if 2 * (self._size + len(obs)) > len(self._keys):  # at most half full: grow, then put the keys back
+            size = len(self._keys)
+            while 2 * (self._size + len(obs)) > size:
+                size *= 2
+            held = self._keys != 0
+            keys = self._keys[held][np.argsort(self._rows[held])]  # by row: put back, each gets its row again
+            self._keys, self._rows = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+            self._kernels.lookup(keys, self._keys, self._rows, 0)
+        start = self._size
+        rows, first = self._kernels.lookup(position_keys(obs), self._keys, self._rows, start)
+        if first.size:
+            try:
+                logits, value = self.inner.evaluate(obs[first])
+            except BaseException:
+                self._keys[:], self._size = 0, 0  # the new keys point to rows never written: forget everything
+                raise
+            self.num_network_evaluations += first.size
+            self._grow(start + first.size)
+            self._logits[start:start + first.size] = np.asarray(logits, np.float32).reshape(first.size, -1)
+            self._value[start:start + first.size] = np.asarray(value, np.float32).reshape(-1)
+            self._size = start + first.size
+        return self._logits[rows], self._value[rows]
 
     def _grow(self, size: int) -> None:
         """Room for ``size`` answers: the arrays at least double, up to ``max_positions``."""
@@ -271,8 +309,10 @@ def play_games(
     before any search, all start from the empty board or a prefix.
     """
     # what the searches see: the evaluator, behind a memory of its answers (or a count of its positions)
+    kernels = mcts_numba.compile_kernels(cache=True)  # None without numba: the numpy search, to the same games
     searched_with: CachedEvaluator | _CountingEvaluator = (
-        CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions else _CountingEvaluator(evaluator))
+        CachedEvaluator(evaluator, config.cache_positions, kernels) if config.cache_positions
+        else _CountingEvaluator(evaluator))
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
     searched: list[tuple[int, int]] = []  # fork sources: every position searched so far
@@ -284,7 +324,7 @@ def play_games(
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = search_tree.Tree(positions, masks, capacity=search.num_simulations + 1)
-        mcts.search(tree, searched_with, search, rng=rng)
+        mcts.search(tree, searched_with, search, rng=rng, kernels=kernels)
         policy = mcts.policy_from_visits(tree.root_visits())
         greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
