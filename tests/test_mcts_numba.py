@@ -84,18 +84,20 @@ def test_the_compiled_step_keeps_searching_an_advanced_tree_as_numpy_does() -> N
 
 @pytest.mark.parametrize("max_positions", [1 << 20, 150])
 def test_the_hash_table_answers_as_the_dict_does(max_positions: int) -> None:
-    """Same answers, the same positions sent on in the same order, through growth and (150) clears."""
+    """Same answers, the same positions sent on in the same order, through the table's growth (from 4,096 slots,
+    kept at most half full) and (150) clears."""
     rng = np.random.default_rng(7)
-    pool = [game.encode(*game.from_moves(selfplay.random_prefix(rng, int(rng.integers(0, 12))), one_based=False))
-            for _ in range(400)]
+    position, mask = _starts(rng, 3000, 16)
+    pool = game.encode(position, mask)
     memories = [selfplay.CachedEvaluator(Recording(FreeEvaluator()), max_positions, kernels)
                 for kernels in (None, KERNELS)]
-    for _ in range(30):
-        obs = np.stack([pool[i] for i in rng.integers(0, len(pool), int(rng.integers(1, 90)))])
+    for _ in range(40):
+        obs = pool[rng.integers(0, len(pool), int(rng.integers(1, 400)))]
         (want_logits, want_value), (got_logits, got_value) = (m.evaluate(obs) for m in memories)
         np.testing.assert_array_equal(got_logits, want_logits)
         np.testing.assert_array_equal(got_value, want_value)
-        assert len(memories[0]) == len(memories[1]) <= max_positions
+        assert len(memories[0]) == len(memories[1]) <= max(max_positions, len(obs))
+    assert max_positions < 4096 or len(memories[1]._keys) > 4096  # the table grew
     want, got = (m.inner.calls for m in memories)
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
     assert memories[1].num_network_evaluations == memories[0].num_network_evaluations < memories[1].num_evaluations

@@ -46,6 +46,7 @@ MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py
 RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
 SELFPLAY, REPLAY = "connectx_az/training/selfplay.py", "connectx_az/training/replay.py"
+MCTS_NUMBA = "connectx_az/engine/mcts_numba.py"
 
 MUTATIONS = (
     # the search (pasted)
@@ -62,6 +63,19 @@ MUTATIONS = (
     Mutation("terminal-value", SEARCH_TREE, "return np.where(lost, -1.0, np.where(full, 0.0, np.nan))",
              "return np.where(lost, 1.0, np.where(full, 0.0, np.nan))",
              ("tests/test_mcts.py",), "a lost terminal position scores as a win"),
+    # the search compiled (pasted; self-play's): its twin test holds it to the numpy search
+    Mutation("numba-backup-sign", MCTS_NUMBA, "v = -lv if (depth[r] - d) % 2 == 1 else lv",
+             "v = -lv if (depth[r] - d) % 2 == 0 else lv", ("tests/test_mcts_numba.py",),
+             "the compiled backup credits each value to the wrong player"),
+    Mutation("numba-proof-sign", MCTS_NUMBA, "value = -proven[b, child]", "value = proven[b, child]",
+             ("tests/test_mcts_numba.py",), "the compiled proofs do not negate a proven child's value"),
+    Mutation("numba-fpu-sign", MCTS_NUMBA, "- fpu_reduction", "+ fpu_reduction", ("tests/test_mcts_numba.py",),
+             "the compiled walk scores unvisited moves above the parent's value"),
+    Mutation("numba-node-order", MCTS_NUMBA, "while i < count and ends[i] < key:", "while i < count and ends[i] > key:",
+             ("tests/test_mcts_numba.py",), "the compiled step numbers a tree's new nodes in another order"),
+    Mutation("table-regrow", SELFPLAY, "keys = self._keys[held][np.argsort(self._rows[held])]",
+             "keys = self._keys[held]", ("tests/test_mcts_numba.py",),
+             "a grown hash table gives its positions new rows: other positions' answers"),
     # the rules (pasted)
     Mutation("win-check-diagonal", GAME, "| (falling & (falling >> 16))) != 0", ") != 0",
              ("tests/test_game.py",), "one diagonal's four in a row is not a win"),
@@ -112,8 +126,8 @@ MUTATIONS = (
              "return (planes[:, : game.NUM_CELLS] @ _KEY_WEIGHTS[: game.NUM_CELLS]).astype(np.uint64)",
              ("tests/test_selfplay.py",),
              "the key sees only the side to move's stones: positions that differ in the opponent's share one"),
-    Mutation("cache-cap", SELFPLAY, "if len(self._row) + count > self.max_positions:",
-             "if len(self._row) > self.max_positions:", ("tests/test_selfplay.py",),
+    Mutation("cache-cap", SELFPLAY, "if len(self) + count > self.max_positions:",
+             "if len(self) > self.max_positions:", ("tests/test_selfplay.py",),
              "the memory is emptied only once it is past its cap"),
     # the replay window
     Mutation("window-oldest-first", REPLAY, "<= up_to_generation), reverse=True)",
