@@ -170,7 +170,9 @@ class CachedEvaluator:
     object per generation.  ``num_evaluations`` counts the positions asked for, ``num_network_evaluations``
     those sent on.
 
-    Its cost, a few numpy calls a call and a dict lookup a position, falls on the tree work: it pays where the
+    The memory is an array hash table with ``kernels`` (``mcts_numba.compile_kernels()``), else a dict: the same
+    answers and the same positions sent on.  Its cost, a few numpy calls a call and a lookup a position (a dict's
+    costs several times the table's), falls on the tree work: it pays where the
     network's time grows with the positions it scores (a CPU), not where a call costs the same whatever its
     size (a GPU, whose preset turns it off; measured in docs/history.md, the speed entry of 2026-11-27).
     """

@@ -1,7 +1,7 @@
 """Self-play across worker processes, with one batched inference server in this process.
 
 With ``SelfPlayConfig.num_workers = W >= 1`` the tree work (selection, expansion,
-backup: numpy bookkeeping that keeps a core busy) runs in ``W`` worker
+backup: ``mcts_numba``'s kernels, or numpy's bookkeeping) runs in ``W`` worker
 processes, each playing its share of the generation's games with
 ``selfplay.play_games`` (``num_parallel_games`` in flight) and an evaluator that
 forwards its leaves here.  The server (``_serve``) puts the leaves of several
