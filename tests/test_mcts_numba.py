@@ -140,3 +140,18 @@ def test_without_numba_there_are_no_kernels_and_the_reason_is_kept(monkeypatch: 
     assert mcts_numba.compile_kernels() is None
     assert "numba" in mcts_numba.kernel_error()
     assert mcts_numba.compile_kernels() is None  # asked again: the answer is kept, nothing retried
+
+
+def test_a_cache_numba_cannot_write_falls_back_to_compiling_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    def njit(*, cache: bool, nogil: bool):
+        if cache:
+            raise RuntimeError("cannot cache function: no locator available")
+        return lambda f: f  # the kernels run as Python: enough to see which way was taken
+
+    monkeypatch.setattr(mcts_numba, "_KERNELS", None)
+    monkeypatch.setattr(mcts_numba, "_ERROR", None)
+    monkeypatch.setattr(numba, "njit", njit)
+    kernels = mcts_numba.compile_kernels(cache=True)
+    assert kernels is not None and mcts_numba.kernel_error() is None

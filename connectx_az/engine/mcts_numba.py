@@ -347,9 +347,12 @@ def compile_kernels(*, cache: bool = False) -> Kernels | None:
         try:
             import numba
 
-            jit = numba.njit(cache=cache, nogil=True)
-            kernels = Kernels(*(jit(f) for f in (_walk_kernel, _encode_kernel, _backup_kernel, _lookup_kernel)))
-            _warm_up(kernels)
+            try:
+                kernels = _compiled(numba, cache)
+            except Exception:  # e.g. no folder numba may write its cache to: compile in memory
+                if not cache:
+                    raise
+                kernels = _compiled(numba, False)
         except Exception as exc:  # any compile failure means: search with numpy
             _ERROR = f"{type(exc).__name__}: {exc}"
             return None
@@ -357,6 +360,13 @@ def compile_kernels(*, cache: bool = False) -> Kernels | None:
             compile_seconds = time.perf_counter() - start
         _KERNELS = kernels
         return _KERNELS
+
+
+def _compiled(numba, cache: bool) -> Kernels:
+    jit = numba.njit(cache=cache, nogil=True)
+    kernels = Kernels(*(jit(f) for f in (_walk_kernel, _encode_kernel, _backup_kernel, _lookup_kernel)))
+    _warm_up(kernels)
+    return kernels
 
 
 def kernel_error() -> str | None:
