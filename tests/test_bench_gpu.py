@@ -32,12 +32,16 @@ def test_every_step_runs_on_the_cpu_with_the_smoke_preset(tmp_path) -> None:
     assert "passed" in steps["tests"]["summary"] and "failed" not in steps["tests"]["summary"]
     assert steps["device"]["chosen_precision"] == auto  # timed on a GPU only
     rows = steps["throughput"]["rows"]
-    assert [r["evaluator"] for r in rows] == ["free"] + ["network"] * 8
+    here = available_cores()
+    sized = [c for c in CPU_FORM.core_counts if c <= here]  # (2, 1) on two cores, (1,) pinned to one
+    assert [r["evaluator"] for r in rows] == ["free"] + ["network"] * (6 + len(sized))
     assert [(r["precision"], r["workers"]) for r in rows[1:7]] == [
         (p, w) for w in (0, 2) for p in sorted(bench_gpu.PRECISIONS, key=lambda p: p != auto)]  # auto's first
     # then self-play as a run sized for 2 cores and for 1 plays it, pinned to them; past the machine's, skipped
-    assert [(r["cores"], r["workers"], r["precision"]) for r in rows[7:]] == [(2, 2, auto), (1, 0, auto)]
-    assert steps["throughput"]["skipped_rows"] == [f"sized for 999 cores (this machine has {available_cores()})"]
+    assert [(r["cores"], r["workers"], r["precision"]) for r in rows[7:]] == [(c, c if c > 1 else 0, auto)
+                                                                               for c in sized]
+    assert steps["throughput"]["skipped_rows"] == [f"sized for {c} cores (this machine has {here})"
+                                                   for c in CPU_FORM.core_counts if c > here]
     assert all(r["selfplay_evals_per_s"] > 0 and r["positions_per_s"] > 0 for r in rows[1:])
     assert rows[0]["tree_evals_per_s_per_core"] > 0
     assert set(steps["throughput"]["forward"]["seconds"]) == {str(b) for b in bench_t4.FORWARD_BATCHES}

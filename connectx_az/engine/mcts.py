@@ -40,10 +40,8 @@ from connectx_az.engine import game, mcts_numba, search_tree
 
 A = game.NUM_ACTIONS
 
-_MAX_DEPTH = game.NUM_CELLS + 1
-# Added to the PUCT score of a move into a proven position (see ``Tree.score_bias``).
-_WIN_BIAS = np.float32(1e9)
-_LOSS_BIAS = np.float32(-1e6)
+_MAX_DEPTH = search_tree.MAX_DEPTH
+_WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 
 
 # --------------------------------------------------------------------------- the walk down and new leaves

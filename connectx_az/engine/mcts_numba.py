@@ -42,7 +42,6 @@ _U = np.uint64
 _BOTTOM_BITS = np.array(game.BOTTOM_BITS, np.uint64)
 _TOP_BITS = np.array(game.TOP_BITS, np.uint64)
 _BOARD_MASK = _U(game.BOARD_MASK)
-_BOTTOM_MASK = _U(game.BOTTOM_MASK)
 _ONE = _U(1)
 # shift counts as uint64: numba types a uint64 shifted by an int64 as a float
 _S1, _S2, _S6, _S7, _S8, _S12, _S14, _S16 = _U(1), _U(2), _U(6), _U(7), _U(8), _U(12), _U(14), _U(16)
@@ -50,12 +49,11 @@ _S1, _S2, _S6, _S7, _S8, _S12, _S14, _S16 = _U(1), _U(2), _U(6), _U(7), _U(8), _
 _CELL_BITS = np.array([[_H1 * col + game.ROWS - 1 - row for col in range(game.COLS)] for row in range(game.ROWS)],
                       np.uint64).reshape(-1)
 _NUM_CELLS = game.NUM_CELLS
-_WIN_BIAS = np.float32(1e9)  # mcts._WIN_BIAS
-_LOSS_BIAS = np.float32(-1e6)  # mcts._LOSS_BIAS
+_WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 _NAN = np.float32(np.nan)
 _NEG_INF = np.float32(-np.inf)
 _HASH = _U(0x9E3779B97F4A7C15)  # Fibonacci hashing: the key times 2^64 / golden ratio, its top bits
-_MAX_DEPTH = game.NUM_CELLS + 1  # mcts._MAX_DEPTH
+_MAX_DEPTH = search_tree.MAX_DEPTH
 
 
 def _walk_kernel(visits, value_sum, prior, score_bias, children, is_expanded, proven, node_visits, node_value_sum,

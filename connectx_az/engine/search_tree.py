@@ -21,6 +21,11 @@ A = game.NUM_ACTIONS
 
 
 _UNKNOWN = np.float32(np.nan)
+#: added to the PUCT score of a move into a proven position (``Tree.score_bias``): a win first, a loss last
+WIN_BIAS = np.float32(1e9)
+LOSS_BIAS = np.float32(-1e6)
+#: the longest walk from a root: one edge a stone, and one more
+MAX_DEPTH = game.NUM_CELLS + 1
 
 
 class Evaluator(Protocol):
