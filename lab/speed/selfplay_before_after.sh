@@ -29,6 +29,24 @@ for commit in "$before" "$after"; do
   taskset -c "$core" "$py" -m connectx_az.cli.main train "$out/warm-$commit" --preset cpu --generations 2 \
     --workers 0 --quiet --init-model "$tree/connectx_az/models/default.pt"
 done
+echo "-- a wave of the cpu preset's self-play with the shipped network, profiled ($after): the network's share"
+taskset -c "$core" "$py" - "$out/tree-$after/connectx_az/models/default.pt" <<'PY'
+import cProfile, pstats, sys
+import numpy as np, torch
+from connectx_az.engine import mcts_numba
+from connectx_az.training import config, selfplay
+from connectx_az.training.network import TorchEvaluator, load_checkpoint
+torch.set_num_threads(1)
+cfg = config.make_config("cpu")
+evaluator = TorchEvaluator(load_checkpoint(sys.argv[1])[0], "cpu", cfg.precision)
+mcts_numba.compile_kernels(cache=True)
+profile = cProfile.Profile()
+profile.runcall(selfplay.play_games, evaluator, 64, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+stats = pstats.Stats(profile)
+total = stats.total_tt
+network = stats.stats[next(k for k in stats.stats if k[2] == "evaluate" and "network.py" in k[0])][3]
+print(f"self-play {total:.2f} s, of which the network (TorchEvaluator.evaluate) {network:.2f} s ({network / total:.0%})")
+PY
 echo "-- 30 training steps of the cpu preset's batch, profiled ($after)"
 taskset -c "$core" "$py" - "$out/tree-$after/connectx_az/models/default.pt" <<'PY'
 import cProfile, pstats, sys
