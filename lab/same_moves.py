@@ -26,9 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game
 from connectx_az.evaluation import kaggle_io
+from connectx_az.testsets import pons
 
 #: a pasted module's import of the package (what the builder's loader rewrites)
 IMPORT = re.compile(r"^[ \t]*from connectx_az(\.\w+)* import ")

@@ -458,7 +458,7 @@ def test_the_compiled_solver_plays_a_proven_opening_move(with_model):
     pytest.importorskip("numba")
     assert solver_numba.compile_kernel() is not None
     # a Begin-Medium position won or drawn for the side to move: the compiled solver proves it, no search
-    from connectx_az.benchmarks import pons
+    from connectx_az.testsets import pons
 
     p = next(p for p in pons.load_set("Begin-Medium", limit=20) if p.result >= 0)
     position, mask = pons.position_of(p)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.cli import main as cli_main
+from connectx_az.testsets import pons
 from connectx_az.tools import compare, compare_steps
 from connectx_az.training import config
 

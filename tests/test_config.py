@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az.benchmarks import pons
+from connectx_az.testsets import pons
 from connectx_az.training import config, sizing
 from connectx_az.training import labels as label_files
 

@@ -24,7 +24,7 @@ PAGES = [
     *sorted((ROOT / "docs").glob("*.md")),
 ]
 FOLDERS = ("connectx_az", "lab", "tests", "docs", "notebooks", ".ci")
-TIERS = ("engine", "agent", "benchmarks", "training", "evaluation", "tools", "cli")
+TIERS = ("engine", "agent", "testsets", "training", "evaluation", "tools", "cli")
 # A path: a folder or a tier, then name characters and slashes; a trailing "::test" or ":line" is not part of it.
 PREFIXES = "|".join(re.escape(f) for f in FOLDERS + TIERS)
 PATH = re.compile(rf"(?<![\w./-])((?:{PREFIXES})/[\w./-]*)")
@@ -64,7 +64,7 @@ def _paths(page: Path, line: str) -> list[str]:
         token = token.split("::")[0].rstrip(".,;:")
         if not token or PLACEHOLDER.search(token):
             continue
-        if token.startswith(FOLDERS):
+        if token.split("/")[0] in FOLDERS:
             found.append(token)
         elif token.endswith((".py", "/")):  # a tier alone is a word ("engine/agent"); a module or a folder is a path
             found.append(f"connectx_az/{token}")

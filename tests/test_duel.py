@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.cli import main as cli_main
 from connectx_az.engine import game, solver
 from connectx_az.evaluation import duel
 from connectx_az.evaluation import oracle as referee
+from connectx_az.testsets import pons
 
 # End-Easy: the side to move (the first player, 34 stones) wins by column 2 or 6 (1-based); column 1 loses
 WON = "7422341735647741166133573473242566"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game
 from connectx_az.evaluation import grading
+from connectx_az.testsets import pons
 
 
 class ResultEvaluator:

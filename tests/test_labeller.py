@@ -3,8 +3,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game, solver
+from connectx_az.testsets import pons
 from connectx_az.tools import labeller
 from connectx_az.training import labels as label_files
 

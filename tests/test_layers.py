@@ -5,7 +5,7 @@ own and its own tier, nothing above, at module level or inside a function alike.
 ``evaluation`` share a rank and never import each other.  Each tier also says which other packages it
 may import: ``engine`` and ``agent`` are pasted into ``submission.py`` and import numpy, and the
 optional packages (numba, onnxruntime) only inside a function or a ``try`` that catches
-``ImportError``; ``benchmarks`` is numpy only; torch is imported only by ``training`` and ``tools``;
+``ImportError``; ``testsets`` is numpy only; torch is imported only by ``training`` and ``tools``;
 ``support`` (the top-level modules) is the standard library alone; ``cli`` imports no other package at
 module level, and the tiers below it only inside functions (``--help`` imports nothing heavy).  The
 ``__init__`` files import nothing.  No exceptions: a module that needs something above it belongs
@@ -34,12 +34,12 @@ class Tier:
     lazy: bool = False  # imports lower tiers and other packages only inside functions
 
 
-#: the import order, from the bottom up (engine < agent < benchmarks < training, evaluation < tools < cli)
+#: the import order, from the bottom up (engine < agent < testsets < training, evaluation < tools < cli)
 TIERS = (
     Tier("support", 0, packages="none"),  # files, extras, cards, paths, errors: the top-level modules
     Tier("engine", 1, pasted=True),
     Tier("agent", 2, pasted=True),
-    Tier("benchmarks", 3, packages="numpy"),
+    Tier("testsets", 3, packages="numpy"),
     Tier("training", 4),
     Tier("evaluation", 4, packages="any but torch"),
     Tier("tools", 5),
@@ -187,12 +187,12 @@ def test_every_module_is_in_a_tier() -> None:
     ("engine.solver", "def f():\n    import scipy\n", "only the standard library, numpy and"),
     ("agent.template", "from connectx_az.tools import builder\n", "not tools"),
     ("agent.template", "def f():\n    from connectx_az.evaluation import grading\n", "not evaluation"),
-    ("benchmarks.pons", "import torch\n", "numpy alone"),
+    ("testsets.pons", "import torch\n", "numpy alone"),
     ("training.solved", "from connectx_az.evaluation import grading\n", "not evaluation"),
     ("training.train", "def f():\n    from connectx_az.evaluation import grading\n", "not evaluation"),
     ("evaluation.grading", "def f():\n    from connectx_az.training import export\n", "not training"),
     ("evaluation.players", "def f():\n    import torch\n", "never needs torch"),
-    ("evaluation.players", "from connectx_az.benchmarks import pons\n", None),
+    ("evaluation.players", "from connectx_az.testsets import pons\n", None),
     ("tools.builder", "from connectx_az.cli import main\n", "not cli"),
     ("tools.compare", "from connectx_az.training import export\nfrom connectx_az.evaluation import grading\n", None),
     ("files", "from connectx_az.engine import game\n", "not engine"),

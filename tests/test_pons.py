@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game
+from connectx_az.testsets import pons
 
 
 @pytest.mark.parametrize("name", list(pons.SETS))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game
 from connectx_az.engine.solver import Solver
+from connectx_az.testsets import pons
 
 END_EASY = pons.load_set("End-Easy", limit=30)
 MIDDLE_EASY = pons.load_set("Middle-Easy", limit=20)

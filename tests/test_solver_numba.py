@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game, solver, solver_numba
+from connectx_az.testsets import pons
 
 SOURCE = Path(__file__).parents[1] / "connectx_az" / "engine" / "solver_numba.py"
 

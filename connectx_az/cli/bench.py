@@ -101,7 +101,7 @@ def cmd_bench_clock(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
-    from connectx_az.benchmarks import pons
+    from connectx_az.testsets import pons
     from connectx_az.tools import bench_solver
 
     if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
@@ -120,7 +120,7 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to ``sub``."""
-    from connectx_az.benchmarks import pons  # numpy only: the set names for --sets
+    from connectx_az.testsets import pons  # numpy only: the set names for --sets
     from connectx_az.tools import bench_solver  # numpy only: the solver's budgets
 
     p = sub.add_parser("bench", help="speed benchmarks")

@@ -40,8 +40,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pons(args: argparse.Namespace) -> int:
-    from connectx_az.benchmarks import pons
     from connectx_az.evaluation import grading, kaggle_io, reports
+    from connectx_az.testsets import pons
 
     common.require_positive(args, "--limit", "--sims", "--act-timeout", zero_allowed=("--bank",))
     table: dict[str, Any] = {}
@@ -91,8 +91,8 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
 
 def cmd_eval_value(args: argparse.Namespace) -> int:
     from connectx_az.agent.backends import OnnxRuntimeEvaluator
-    from connectx_az.benchmarks import pons
     from connectx_az.evaluation import grading, reports
+    from connectx_az.testsets import pons
 
     common.require_positive(args, "--limit")
     bands = tuple(args.bands)
@@ -148,8 +148,8 @@ def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this group's commands to ``sub``."""
-    from connectx_az.benchmarks import pons  # numpy only: the set names for --sets
     from connectx_az.evaluation import grading
+    from connectx_az.testsets import pons  # numpy only: the set names for --sets
 
     p = sub.add_parser("validate", help="play the submission through kaggle-environments")
     p.add_argument("submission", nargs="?", default="build/submission.py",

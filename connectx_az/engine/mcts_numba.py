@@ -20,7 +20,7 @@ ply after ply of every walk, and self-play waited on that bookkeeping, not on th
 - ``_lookup_kernel`` is ``selfplay.CachedEvaluator``'s memory as an array hash table instead of a dict
   (the dict stays where numba does not import).
 
-Self-play and the graded searches of ``benchmarks.pons`` pass the kernels to ``mcts.search``; the agent
+Self-play and the graded searches of ``testsets.pons`` pass the kernels to ``mcts.search``; the agent
 pasted into ``submission.py`` searches with numpy for now (a compile on its first move would be charged to
 its bank).  ``tests/test_mcts_numba.py`` holds the two searches equal, node for node and visit for visit, on fixed
 seeds, with and without virtual loss, and the two memories equal, answer for answer.

@@ -2,6 +2,6 @@
 
 Measures what ``engine``, ``agent`` and ``training`` make, without ever importing ``training``:
 grading a built file or an ONNX model needs onnxruntime at most, never torch.  Import rule: the
-tiers below it (``engine``, ``agent``, ``benchmarks``) and the top-level support modules
+tiers below it (``engine``, ``agent``, ``testsets``) and the top-level support modules
 (``tests/test_layers.py``).
 """

@@ -1,4 +1,4 @@
-"""Grading a network or a built file against the Pons sets (``benchmarks.pons``): ``eval pons``'s work.
+"""Grading a network or a built file against the Pons sets (``testsets.pons``): ``eval pons``'s work.
 
 ``value_accuracy`` grades a network's value head: its W/D/L class (``wdl_class``: above 1/3 a
 win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each set's
@@ -21,7 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from connectx_az.benchmarks.pons import (
+from connectx_az.engine import game, search_tree
+from connectx_az.evaluation import kaggle_io
+from connectx_az.testsets.pons import (
     SETS,
     PonsPosition,
     SetResult,
@@ -34,8 +36,6 @@ from connectx_az.benchmarks.pons import (
     search_mistake_rates,
     sign,
 )
-from connectx_az.engine import game, search_tree
-from connectx_az.evaluation import kaggle_io
 
 #: a value above this is read as a win, below its negative as a loss, in between as a draw
 WDL_THRESHOLD = 1 / 3

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game
 from connectx_az.errors import UserError
 from connectx_az.evaluation import grading
+from connectx_az.testsets import pons
 
 
 class ReportError(UserError, ValueError):

@@ -1,5 +1,5 @@
-"""The benchmarks every tier grades against: Pascal Pons' sets, their loading and scoring (numpy only).
+"""The test sets every tier grades against: Pascal Pons' sets, their loading and scoring (numpy only).
 
-Used by training (the per-generation policy grade, which positions are benchmark ones) and by evaluation
+Used by training (the per-generation policy grade, which positions are in the sets) and by evaluation
 alike, so neither imports the other.  ``tests/test_layers.py`` holds the import order.
 """

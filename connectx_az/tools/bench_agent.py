@@ -45,8 +45,8 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
     """
     from connectx_az.agent import backends, template
-    from connectx_az.benchmarks import pons
     from connectx_az.engine import mcts, search_tree
+    from connectx_az.testsets import pons
 
     path = Path(model)
     if not path.is_file():

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game, search_tree
 from connectx_az.evaluation import grading
+from connectx_az.testsets import pons
 from connectx_az.tools import bench
 
 PRECISIONS = ("float32", "bfloat16")

@@ -67,8 +67,8 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
     process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
     each position (a progress bar).
     """
-    from connectx_az.benchmarks import pons
     from connectx_az.engine import solver, solver_numba
+    from connectx_az.testsets import pons
 
     result: dict[str, Any] = {"limit": limit, "deadline_s": max(budgets), "solvers": {}}
     if "numba" in solvers:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import extras, files, paths
-from connectx_az.benchmarks import pons
 from connectx_az.evaluation import grading
+from connectx_az.testsets import pons
 from connectx_az.tools.compare_steps import CompareError, Step, run_steps
 
 RUNTIMES = ("kaggle", "numpy")

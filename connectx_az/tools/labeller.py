@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az.benchmarks import pons
 from connectx_az.engine import game, solver
+from connectx_az.testsets import pons
 from connectx_az.training import selfplay
 from connectx_az.training.labels import COLUMN_BITS, UNPROVEN_MOVES, Labels, concat, empty, from_rows, load, save
 

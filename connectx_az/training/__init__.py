@@ -3,7 +3,7 @@
 The torch side of the project (``network``, ``train``, ``export`` import torch; ``config``,
 ``selfplay``, ``replay``, ``labels`` and ``workers`` load without it, so settings
 and labels work where torch is missing).  Import rule: the tiers below it (``engine``, ``agent``,
-``benchmarks``: the Pons grading a run records) and the top-level support modules; never
+``testsets``: the Pons grading a run records) and the top-level support modules; never
 ``evaluation``, ``tools`` or ``cli``.  This ``__init__`` imports nothing, so ``from
 connectx_az.training import config`` stays torch-free.
 """

@@ -382,7 +382,7 @@ def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
     """Raw-policy mistake rates on a few Pons positions per set (cheap, every generation)."""
     if config.eval_positions <= 0:
         return {}
-    from connectx_az.benchmarks import pons
+    from connectx_az.testsets import pons
 
     return pons.policy_mistake_rates(evaluator, limit=config.eval_positions)
 
