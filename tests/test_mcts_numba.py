@@ -96,7 +96,7 @@ def test_the_hash_table_answers_as_the_dict_does(max_positions: int) -> None:
         (want_logits, want_value), (got_logits, got_value) = (m.evaluate(obs) for m in memories)
         np.testing.assert_array_equal(got_logits, want_logits)
         np.testing.assert_array_equal(got_value, want_value)
-        assert len(memories[0]) == len(memories[1]) <= max(max_positions, len(obs))
+        assert memories[0].num_positions == memories[1].num_positions <= max(max_positions, len(obs))
     assert max_positions < 4096 or len(memories[1]._keys) > 4096  # the table grew
     want, got = (m.inner.calls for m in memories)
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
@@ -112,7 +112,7 @@ def test_a_failed_network_call_leaves_the_table_empty() -> None:
     obs = game.encode(*game.from_moves("4"))[None]
     with pytest.raises(RuntimeError):
         memory.evaluate(obs)
-    assert len(memory) == 0
+    assert memory.num_positions == 0
     memory.inner = FreeEvaluator()
     np.testing.assert_array_equal(memory.evaluate(obs)[0], FreeEvaluator().evaluate(obs)[0])
 

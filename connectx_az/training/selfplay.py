@@ -193,15 +193,16 @@ class CachedEvaluator:
         self._size = 0  # positions in the table
         self._keys, self._rows = np.zeros(1 << 12, np.uint64), np.zeros(1 << 12, np.int64)
 
-    def __len__(self) -> int:
-        """The positions held."""
+    @property
+    def num_positions(self) -> int:
+        """The positions held (a property, not ``len``: an empty memory must not read as false)."""
         return self._size if self._kernels is not None else len(self._row)
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
         count = len(obs)
         self.num_evaluations += count
-        if len(self) + count > self.max_positions:
+        if self.num_positions + count > self.max_positions:
             self._row.clear()  # before the lookups, so that no row found below is written over
             self._size = 0
             self._keys[:] = 0

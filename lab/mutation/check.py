@@ -126,8 +126,8 @@ MUTATIONS = (
              "return (planes[:, : game.NUM_CELLS] @ _KEY_WEIGHTS[: game.NUM_CELLS]).astype(np.uint64)",
              ("tests/test_selfplay.py",),
              "the key sees only the side to move's stones: positions that differ in the opponent's share one"),
-    Mutation("cache-cap", SELFPLAY, "if len(self) + count > self.max_positions:",
-             "if len(self) > self.max_positions:", ("tests/test_selfplay.py",),
+    Mutation("cache-cap", SELFPLAY, "if self.num_positions + count > self.max_positions:",
+             "if self.num_positions > self.max_positions:", ("tests/test_selfplay.py",),
              "the memory is emptied only once it is past its cap"),
     # the replay window
     Mutation("window-oldest-first", REPLAY, "<= up_to_generation), reverse=True)",
