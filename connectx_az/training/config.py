@@ -233,8 +233,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     },
-    # one CPU core's lane (its timings: docs/results.md, "Speed"); 64 games at a time, since the tree work costs per
-    # numpy call, not per game (docs/ablations.md has the equal-time comparison with 32)
+    # one CPU core's lane (its timings and those of more games in flight: docs/results.md, "Speed"); 64 games at a
+    # time (docs/ablations.md has the equal-time comparison with 32)
     "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
