@@ -79,8 +79,7 @@ def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
 
     Checks the sha256 first; a backend counts only if it scores the empty board with finite numbers of
     the right shapes.  ``errors`` joins what went wrong on the way; ``backend`` is ``"uniform"`` for the
-    fallback.  Never raises.
-    """
+    fallback.  Never raises."""
     errors = []
     if limit_blas:
         try:
@@ -129,8 +128,7 @@ class ModelError(ValueError):
 class OnnxRuntimeEvaluator(OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
-    Raises ``FileNotFoundError``, ``ImportError`` without onnxruntime, and ``ModelError`` when it cannot load.
-    """
+    Raises ``FileNotFoundError``, ``ImportError`` without onnxruntime, and ``ModelError`` when it cannot load."""
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = read_model(source)

@@ -42,8 +42,7 @@ def board_cells(board) -> list[int] | None:
     """The board as a list of ints; cells that are not whole numbers become -1 (occupied, unknown).
 
     Anything with ``reshape`` and ``tolist`` (numpy, not imported) is flattened first; anything else but a
-    list or tuple gives None.
-    """
+    list or tuple gives None."""
     if not isinstance(board, (list, tuple)) and hasattr(board, "reshape") and hasattr(board, "tolist"):
         board = board.reshape(-1).tolist()
     if not isinstance(board, (list, tuple)):
@@ -77,8 +76,7 @@ def simple_move(board, columns: int = _COLUMNS, inarow: int = _INAROW, mark: int
 
     Works on the raw board of any size; guesses ``columns`` from its length when the value given does not
     divide it, and the side to move from the stone counts when ``mark`` is not 1 or 2.  With no legal
-    column it returns the centre column.
-    """
+    column it returns the centre column."""
     cells = board_cells(board) or []
     n = len(cells)
     if not (isinstance(columns, int) and 0 < columns and n and n % columns == 0):

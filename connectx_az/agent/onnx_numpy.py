@@ -104,8 +104,7 @@ def read_graph(data: bytes) -> onnx_proto.Graph:
     and ``output_names`` set.
 
     Raises ``ValueError`` for bytes that are not a readable ONNX model, an operator outside
-    ``SUPPORTED_OPS``, or other than one graph input besides the initializers.
-    """
+    ``SUPPORTED_OPS``, or other than one graph input besides the initializers."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"model must be bytes, got {type(data).__name__}")
     buf = bytes(data)
@@ -135,8 +134,7 @@ def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list
 
     ``consts`` holds the initializers and the outputs of every non-``Conv`` node whose inputs are all
     constant.  Raises ``ValueError`` for a node without outputs or reading a value not defined before
-    it, a graph output never computed, or a constant node that fails to compute.
-    """
+    it, a graph output never computed, or a constant node that fails to compute."""
     consts: dict[str, np.ndarray] = dict(graph.initializers)
     known = {graph.input_name}
     nodes: list[onnx_proto.Node] = []
@@ -163,8 +161,7 @@ def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list
 def conv_pads(node: onnx_proto.Node, weight: np.ndarray) -> tuple[int, int, int, int]:
     """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``.
 
-    Raises ``ValueError`` unless it is 2-d with explicit pads, group 1, stride 1 and dilation 1.
-    """
+    Raises ``ValueError`` unless it is 2-d with explicit pads, group 1, stride 1 and dilation 1."""
     attrs = node.attrs
     if weight.ndim != 4:
         raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")
@@ -181,8 +178,7 @@ def gemm_weights(node: onnx_proto.Node, consts: dict[str, np.ndarray]) -> tuple[
     """``(weight float32[K, N], bias float32[N] or None)`` of a Gemm with constant B, ``alpha``/``beta`` applied.
 
     The node computes ``x @ weight + bias``.  Raises ``ValueError`` for a weight or bias that is not
-    constant, weights that are not 2-d, or ``transA``.
-    """
+    constant, weights that are not 2-d, or ``transA``."""
     if len(node.inputs) < 2 or node.inputs[1] not in consts:
         raise ValueError(f"Gemm {node.name!r}: weights must be constant")
     weight = consts[node.inputs[1]]
@@ -273,8 +269,7 @@ class NumpyOnnxModel:
     """An ONNX policy-value graph executed with numpy; also a ``search_tree.Evaluator``.
 
     ``NumpyOnnxModel(data)`` parses the bytes and prepares every weight (``ValueError`` as ``read_graph``).
-    Not thread-safe: convolutions reuse scratch buffers between calls.
-    """
+    Not thread-safe: convolutions reuse scratch buffers between calls."""
 
     def __init__(self, data: bytes) -> None:
         graph = read_graph(data)
@@ -392,8 +387,7 @@ class NumpyOnnxModel:
         """The net config recovered from the graph, with its ``label`` (``network.NetConfig.label``'s), or {}.
 
         Reads a stem conv, two 3x3 convs per residual block, 1x1 policy then value convs, a Gemm to one
-        value, and a GlobalAveragePool only with ``value_pool``.
-        """
+        value, and a GlobalAveragePool only with ``value_pool``."""
         square = [s for s in self.conv_shapes if s[2:] == (3, 3)]
         pointwise = [s for s in self.conv_shapes if s[2:] == (1, 1)]
         value_out = [s for s in self.gemm_shapes if s[1] == 1]

@@ -59,8 +59,7 @@ def _signed64(value: int) -> int:
 def _fields(buf: bytes, pos: int, end: int):
     """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``.
 
-    ``value`` is an int, or for length-delimited fields a ``(start, stop)`` pair of offsets into ``buf``.
-    """
+    ``value`` is an int, or for length-delimited fields a ``(start, stop)`` pair of offsets into ``buf``."""
     while pos < end:
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
@@ -198,8 +197,7 @@ def _attribute(buf: bytes, start: int, end: int) -> tuple[str, object]:
     """Decode an AttributeProto into ``(name, value)``.
 
     Values: FLOAT -> float, INT -> int, STRING -> bytes, TENSOR -> ndarray, FLOATS/INTS/STRINGS -> list;
-    graph-valued attributes come back as ``None``.
-    """
+    graph-valued attributes come back as ``None``."""
     name = ""
     kind = 0
     scalar_f = scalar_i = text = tensor = None

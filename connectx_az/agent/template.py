@@ -222,8 +222,7 @@ class Agent:
         """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over.
 
         Growing copies every array: inside the search the copy could start just before the deadline and
-        overrun it; here it only shortens the search.
-        """
+        overrun it; here it only shortens the search."""
         seconds = max(0.0, deadline - time.perf_counter())
         tree.ensure_capacity(int(2.0 * self.nodes_per_second * seconds))
 
@@ -231,8 +230,7 @@ class Agent:
         """Make the game's solver on the first call that needs one; returns the seconds spent compiling.
 
         A kernel compiled earlier in the process costs nothing; otherwise numba compiles it if
-        ``compile_solver`` and the bank holds ``compile_min_bank``.  Any failure means the pure-Python solver.
-        """
+        ``compile_solver`` and the bank holds ``compile_min_bank``.  Any failure means the pure-Python solver."""
         if self.solver is not None or self.solver_kind:
             return 0.0
         config, start, kernel = self.config, time.perf_counter(), None
@@ -257,8 +255,7 @@ class Agent:
         """``(seconds of the move's own budget, seconds more from the bank)`` for the exact solver.
 
         ``left`` is the move's unspent budget, ``overage`` the bank, which adds time only when the compiled
-        solver's node rate in this game covers the typical proof at ``num_empty`` (``solver_nodes``).
-        """
+        solver's node rate in this game covers the typical proof at ``num_empty`` (``solver_nodes``)."""
         config = self.config
         compiled = self.solver_kind == "numba"
         schedule = config.compiled_schedule if compiled else config.solver_schedule
@@ -278,8 +275,7 @@ class Agent:
         """``(column, extra)``: a column proven to win or to hold the draw, or None, and the seconds from
         the bank the solver was allowed beyond ``deadline`` (the search gets them if it fails).
 
-        Weak mode (win, draw or loss) is all a move needs; a lost position returns None, for the search.
-        """
+        Weak mode (win, draw or loss) is all a move needs; a lost position returns None, for the search."""
         now = time.perf_counter()
         if self.solver is None or deadline - now < 0.02:
             return None, 0.0

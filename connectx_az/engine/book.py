@@ -1,14 +1,10 @@
 """The opening book: proven moves for the openings, looked up by the agent before it searches.
 
-``tools.book_build`` writes books; this module reads them and answers lookups.
-
-Keys are Pons' ``position + mask`` (unique per position; the sum never carries out of a column, so
-a key is mirrored column by column, 7 bits each) made **mirror-canonical**: ``min(key,
-mirror_bits(key))``.  A position and its reflection share one entry, whose column is the move in
-the canonical orientation; ``Book.entry`` reflects it back (``6 - col``) for a mirrored position.
-
-An entry's ``info`` byte: bits 0-2 the column to play (0-6), bits 3-4 the proven result for the
-side to move plus one (0 lost, 1 drawn, 2 won).
+``tools.book_build`` writes books; this module reads them.  Keys are Pons' ``position + mask`` (no
+carry between columns, so a key mirrors column by column) made **mirror-canonical**: ``min(key,
+mirror_bits(key))``; an entry's column is the move in the canonical orientation, reflected back
+(``6 - col``) for a mirrored position.  An entry's ``info`` byte: bits 0-2 the column (0-6), bits 3-4
+the proven result for the side to move plus one (0 lost, 1 drawn, 2 won).
 
 A book file (``encode`` / ``decode``), little-endian::
 
@@ -25,8 +21,8 @@ A book file (``encode`` / ``decode``), little-endian::
                   bytes transposed (all lowest bytes first, ...), which zlib compresses well
             ...   zlib(infos): N info bytes in key order
 
-``decode`` raises ``BookError`` (one line) for a wrong magic, version or board size, a truncated
-or corrupt file (lengths, checksum, zlib), keys out of order, or an info byte out of range.
+``decode`` raises ``BookError`` for a wrong magic, version or board size, a truncated or corrupt
+file, keys out of order, or an info byte out of range.
 """
 
 from __future__ import annotations
@@ -55,8 +51,7 @@ class BookError(ValueError):
 
 
 def mirror_bits(key):
-    """A key, or any bitboard of ``game``'s layout, reflected (column ``c`` becomes ``6 - c``): int or
-    ``uint64`` array."""
+    """A key or any bitboard of ``game``'s layout (int or ``uint64`` array), column ``c`` moved to ``6 - c``."""
     if isinstance(key, int):
         out = 0
         for col in range(game.COLS):

@@ -95,9 +95,7 @@ def play(position, mask, col):
 def is_win(stones):
     """True where ``stones`` hold four in a row (int or bool array): the rule, for the search and the solver alike.
 
-    A line steps 1 bit (vertical), 6 (diagonal /), 7 (horizontal) or 8 (diagonal \\): a pair of stones one
-    step apart with another pair two steps on is four in a row.  Unrolled: the pure-Python solver's hot path.
-    """
+    A line steps 1 bit (vertical), 6 (/), 7 (horizontal) or 8 (\\); unrolled: the pure-Python solver's hot path."""
     stones = _u64(stones)
     vertical = stones & (stones >> 1)
     rising = stones & (stones >> 6)
@@ -146,8 +144,7 @@ def forced_move(position: int, mask: int) -> tuple[int, str] | None:
 
     In order: the only legal column (``"only move"``), the most central win now (``"win now"``), the
     block of the opponent's single threat (``"block"``); against two threats nothing is forced.  The
-    game must not be over.  The agent and ``tools.book_build`` share this rule.
-    """
+    game must not be over.  The agent and ``tools.book_build`` share this rule."""
     legal = legal_cols(mask)
     if len(legal) == 1:
         return legal[0], "only move"
@@ -198,10 +195,7 @@ def mirror(position, mask):
 
 
 def from_moves(moves: str | Sequence[int], *, one_based: bool = True) -> tuple[int, int]:
-    """Position after a sequence of columns (Pons' ``"4453"`` notation is 1-based).
-
-    Raises ``ValueError`` on a full or out-of-range column, or a move after the game has ended.
-    """
+    """Position after a sequence of columns (Pons' ``"4453"`` is 1-based); ``ValueError`` on an illegal move."""
     cols = [int(ch) for ch in moves] if isinstance(moves, str) else [int(c) for c in moves]
     position, mask = initial()
     for i, col in enumerate(cols):
@@ -219,10 +213,8 @@ def from_moves(moves: str | Sequence[int], *, one_based: bool = True) -> tuple[i
 def from_kaggle(board: Sequence[int], mark: int) -> tuple[int, int]:
     """``(position, mask)`` from Kaggle's observation, seen from player ``mark``.
 
-    ``board`` is 42 cells, row 0 at the top, 0 empty and 1/2 the players' marks.  Raises ``ValueError``
-    (with the reason) for a wrong size, unknown cell values, floating stones, impossible stone counts,
-    a ``mark`` that is not the side to move, or a side to move that has already won.
-    """
+    ``board``: 42 cells, row 0 at the top, 0 empty, 1/2 the marks.  ``ValueError`` (with the reason) for a
+    wrong size or cell value, floating stones, impossible counts, a ``mark`` not to move, or a won board."""
     cells = list(board)
     if len(cells) != NUM_CELLS:
         raise ValueError(f"board has {len(cells)} cells, expected {NUM_CELLS} (6 rows x 7 columns)")

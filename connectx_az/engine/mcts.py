@@ -42,8 +42,7 @@ def _puct_score(
     """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
     Edge statistics are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net
-    value plus ``node_value_sum``) ``float64[M]``.
-    """
+    value plus ``node_value_sum``) ``float64[M]``."""
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
     fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
@@ -151,8 +150,7 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
 
     Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``, ``depth int[M]`` (depth 0
     stays at the root).  Each distinct new edge gets one node; a tree's new nodes are numbered after its
-    existing ones in the order of their ``(parent, action)``.
-    """
+    existing ones in the order of their ``(parent, action)``."""
     bsz = tree.batch_size
     rows = np.arange(trees.size)
     parent = path_node[rows, np.maximum(depth - 1, 0)]
@@ -184,8 +182,7 @@ def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: 
     """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
 
     Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth int[K]``); returns ``leaf
-    int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them.
-    """
+    int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them."""
     children, proven, is_expanded = tree.children[0], tree.proven[0], tree.is_expanded[0]
     root = int(tree.root[0])
     ends = [(int(nodes[d - 1]), int(actions[d - 1])) if d else None
@@ -218,8 +215,7 @@ def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np
     """Make distinct edges look like ``amount`` lost visits for their chooser.
 
     Takes the tree's arrays flattened: ``visits``/``value_sum`` ``[B * N * A]`` indexed by ``edge``,
-    ``node_visits``/``node_value_sum`` ``[B * N]`` by ``row`` (``edge == row * A + action``).
-    """
+    ``node_visits``/``node_value_sum`` ``[B * N]`` by ``row`` (``edge == row * A + action``)."""
     visits[edge] += amount
     value_sum[edge] -= amount
     node_visits[row] += amount
@@ -239,8 +235,7 @@ def _backup(
 
     ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge at depth ``d`` belongs to
     the side to move at ``path_node[:, d]``: the leaf's when ``depth - d`` is even, else the opponent
-    (the one place where the perspective flips).  ``virtual_loss``: what each path carries (0 for none).
-    """
+    (the one place where the perspective flips).  ``virtual_loss``: what each path carries (0 for none)."""
     row, d, b, node, action = _path_edges(trees, path_node, path_action, depth)
     if row.size == 0:
         return
@@ -293,8 +288,7 @@ def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: s
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
     Returns the simulations added over all trees.  With ``kernels`` (``mcts_numba.compile_kernels()``)
-    the step runs compiled, to the same tree.
-    """
+    the step runs compiled, to the same tree."""
     if kernels is not None:
         return kernels.simulate(tree, evaluator, config)
     k = config.num_parallel
@@ -340,8 +334,7 @@ def search(
 
     Stops after ``num_simulations`` (default ``config.num_simulations``) per tree, at the
     ``time.perf_counter()`` ``deadline``, or once every root is proven.  ``rng`` mixes Dirichlet noise
-    into the root priors (self-play); without it the search is deterministic.  ``kernels``: see ``simulate``.
-    """
+    into the root priors (self-play); without it the search is deterministic.  ``kernels``: see ``simulate``."""
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
@@ -373,8 +366,7 @@ def best_cols(tree: search_tree.Tree) -> np.ndarray:
     """``int64[B]``: the move each root should play.
 
     A proven root plays a move that achieves its proven value; otherwise the most visited (ties to the
-    better mean value), and a move proven lost only when every move is.
-    """
+    better mean value), and a move proven lost only when every move is."""
     b = np.arange(tree.batch_size)
     visits = tree.visits[b, tree.root]
     legal = tree.legal_mask[b, tree.root]

@@ -52,8 +52,7 @@ def _walk_kernel(visits, value_sum, prior, score_bias, children, is_expanded, pr
     """``mcts._select`` and ``mcts._add_leaves`` over every tree; returns how many leaves need the network.
 
     Walk ``w`` of tree ``b`` is row ``w * B + b`` of ``path_node``/``path_action int64[K*B, D]``, ``depth``
-    and ``leaf int64[K*B]``; the open leaves, distinct, by tree then node, go to ``open_b``/``open_node``.
-    """
+    and ``leaf int64[K*B]``; the open leaves, distinct, by tree then node, go to ``open_b``/``open_node``."""
     bsz = root.shape[0]
     vl = np.float32(virtual_loss)
     ends = np.empty(num_walks, np.int64)
@@ -242,8 +241,7 @@ def _lookup_kernel(keys, table_keys, table_rows, shift, next_row, rows, first): 
 
     ``rows[i]`` is key ``i``'s row; new keys get rows ``next_row``, ``next_row + 1``, ... in order of first
     appearance, ``first`` their index in ``keys``.  A key is never 0 (the empty slot).  The table has ``2 **
-    (64 - shift)`` slots; the caller keeps it at most half full.
-    """
+    (64 - shift)`` slots; the caller keeps it at most half full."""
     last = _U(table_keys.shape[0] - 1)
     n_new = 0
     for i in range(keys.shape[0]):

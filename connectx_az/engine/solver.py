@@ -38,8 +38,7 @@ def _winning_cells(stones: int, mask: int) -> int:
     """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
 
     Twin of ``solver_numba._winning_cells`` (numba needs uint64 shift counts); tests/test_solver.py holds
-    both to ``game.is_win``, cell by cell.
-    """
+    both to ``game.is_win``, cell by cell."""
     # Unrolled (hot path): vertical, then for horizontal (shift 7) and the diagonals (6, 8) the cell
     # completing a line from either end or from a gap.
     r = (stones << 1) & (stones << 2) & (stones << 3)
@@ -86,8 +85,7 @@ def _num_plies(position: int, mask: int) -> int:
 def _root_order(position: int, mask: int) -> list[int]:
     """The legal columns, wins now first, then in ``_negamax``'s move order (inlined there: the hot loop).
 
-    ``best_move`` probes the root's columns in this order, so the column that proved the score comes first.
-    """
+    ``best_move`` probes the root's columns in this order, so the column that proved the score comes first."""
     keys = []
     for rank, col in enumerate(_COL_ORDER):
         if mask & _TOP_BITS[col]:
@@ -185,8 +183,7 @@ class Solver:
 
         With ``weak`` the score is its sign (-1/0/+1) and the column one that keeps that result.  A win
         now is played at once; otherwise the first column in ``_root_order`` that reaches the score (found
-        again from the table, not re-proven).
-        """
+        again from the table, not re-proven)."""
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
         try:

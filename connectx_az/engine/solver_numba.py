@@ -70,8 +70,7 @@ def _winning_cells(stones: np.uint64, mask: np.uint64) -> np.uint64:
     """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
 
     Twin of ``solver._winning_cells`` on numpy scalars (uint64 shift counts) for numba; tests/test_solver.py
-    holds both to ``game.is_win``, cell by cell.
-    """
+    holds both to ``game.is_win``, cell by cell."""
     r = (stones << _S1) & (stones << _S2) & (stones << _S3)
     p = (stones << _S7) & (stones << _S14)
     r |= p & (stones << _S21)
@@ -100,8 +99,7 @@ def _negamax_kernel(position: np.uint64, mask: np.uint64, plies: int, alpha: int
 
     ``solver.Solver._negamax`` on an explicit stack, frame ``d`` the position ``d`` plies below the root.
     ``table``: ``uint64[2^k]`` entries; ``stats``: ``int64[3]`` of nodes visited (updated), the node count
-    at which to stop, and a flag set to 1 when it stopped (the returned score is then meaningless).
-    """
+    at which to stop, and a flag set to 1 when it stopped (the returned score is then meaningless)."""
     num_bits = 0
     while (2 << num_bits) <= table.shape[0]:
         num_bits += 1
@@ -291,8 +289,7 @@ def _process_cache() -> dict:
     """Compiled kernels kept for the process by ``_KERNEL_KEY``, shared by every copy of this module.
 
     Kaggle executes ``submission.py`` again for every game (a fresh copy of this module): a process
-    compiles once.
-    """
+    compiles once."""
     cache = sys.modules.get(KERNEL_CACHE_MODULE)
     if cache is None:
         cache = sys.modules[KERNEL_CACHE_MODULE] = types.ModuleType(KERNEL_CACHE_MODULE)
@@ -347,8 +344,7 @@ def kernel_error() -> str | None:
 def compile_in_background() -> threading.Thread:
     """Start ``compile_kernel`` in a daemon thread and return it (``make_solver`` finds the result).
 
-    The compile holds the GIL nearly throughout: it overlaps only with time the main thread spends waiting.
-    """
+    The compile holds the GIL nearly throughout: it overlaps only with time the main thread spends waiting."""
     thread = threading.Thread(target=compile_kernel, name="solver-compile", daemon=True)
     thread.start()
     return thread
@@ -359,8 +355,7 @@ class CompiledSolver(solver.Solver):
 
     ``kernel`` is what ``compile_kernel`` returns.  ``table_size`` is rounded down to a power of two (at
     least 4) of ``uint64`` entries; the default (2 MiB) fits a core's L2 cache.  ``deadline`` is honoured to
-    within about ``SLICE_SECONDS``; ``nodes`` counts re-walks after a stopped slice too.
-    """
+    within about ``SLICE_SECONDS``; ``nodes`` counts re-walks after a stopped slice too."""
 
     def __init__(self, kernel: Callable, *, table_size: int = 1 << 18) -> None:
         super().__init__(table_size=table_size)
@@ -405,8 +400,7 @@ def make_solver(*, table_size: int | None = None, wait: bool = True) -> solver.S
 
     ``table_size``: entries of the table (``None``: each solver's own default).  The first call of the
     process compiles (``compile_seconds``; docs/results.md, *Speed*) unless ``compile_in_background`` did;
-    with ``wait=False`` a compile running in another thread is not waited for (pure Python meanwhile).
-    """
+    with ``wait=False`` a compile running in another thread is not waited for (pure Python meanwhile)."""
     kernel = cached_kernel()
     if kernel is None and (wait or not _COMPILE_LOCK.locked()):
         kernel = compile_kernel()
