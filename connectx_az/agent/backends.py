@@ -128,7 +128,7 @@ class ModelError(ValueError):
 class OnnxRuntimeEvaluator(OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
-    Raises ``FileNotFoundError``, ``ImportError`` without onnxruntime, and ``ModelError`` when it cannot load."""
+    Raises ``FileNotFoundError`` (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load)."""
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = read_model(source)

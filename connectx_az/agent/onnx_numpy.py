@@ -1,9 +1,8 @@
 """Run the exported policy-value ONNX graph with numpy alone (Kaggle's image very likely lacks onnxruntime).
 
 It reads the file with ``onnx_proto`` and runs only the operators ``training.export`` produces
-(``SUPPORTED_OPS``: Conv with stride 1 and group 1, Relu, Add, Flatten, Gemm, Tanh, Squeeze,
-Unsqueeze, Reshape, Constant, Identity, Cast, GlobalAveragePool, Concat); any other, or bytes that
-are not a valid model, raise ``ValueError`` at load time, never half-way through a game.
+(``SUPPORTED_OPS``); any other, or bytes that are not a valid model, raise ``ValueError`` at load
+time, never half-way through a game.
 
 Tuned for a 6x7 board and tiny batches: feature maps between convolutions are channels-last
 (``[B, H, W, C]``), a convolution is one gather (im2col, an index array per board size, out-of-board
