@@ -1,11 +1,7 @@
 """The agent's inference backends: onnxruntime where it imports, else the numpy ONNX runtime, else uniform.
 
-Pasted into ``submission.py`` before the agent (``builder``); numpy and the
-standard library only, onnxruntime inside guarded imports.  Every
-evaluator is a ``search_tree.Evaluator``: ``obs uint8[M, 2, 6, 7]`` -> ``(logits
-float32[M, 7], value float32[M])``, side to move.  ``OnnxRuntimeEvaluator`` (a model
-from a file or bytes, its errors named: ``ModelError``) is what grading, the arena and the export's
-parity check run; it needs onnxruntime but not torch.
+Every evaluator is a ``search_tree.Evaluator``.  ``OnnxRuntimeEvaluator`` (a model from a file or
+bytes, its errors named: ``ModelError``) is what grading, the arena and the export's parity check run.
 """
 
 from __future__ import annotations
@@ -81,11 +77,9 @@ def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
                limit_blas: bool = True) -> tuple[object, str, str]:
     """``(evaluator, backend, errors)`` for the embedded model: the first backend that works, else uniform.
 
-    Checks the model's sha256 first; a backend counts only if it scores the
-    empty board with finite numbers of the right shapes.  ``errors`` joins what
-    went wrong on the way (empty when the first backend worked); ``backend`` is
-    ``"uniform"`` for the fallback.  Never raises.
-    """
+    Checks the sha256 first; a backend counts only if it scores the empty board with finite numbers of
+    the right shapes.  ``errors`` joins what went wrong on the way; ``backend`` is ``"uniform"`` for the
+    fallback.  Never raises."""
     errors = []
     if limit_blas:
         try:
@@ -134,10 +128,7 @@ class ModelError(ValueError):
 class OnnxRuntimeEvaluator(OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
 
-    Raises ``FileNotFoundError`` for a missing file, ``ImportError`` without
-    onnxruntime, and ``ModelError`` (a ``ValueError``) when onnxruntime cannot
-    load the model.
-    """
+    Raises ``FileNotFoundError`` (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load)."""
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = read_model(source)

@@ -1,8 +1,6 @@
 """The agent's safety net: reading observations that may be malformed, and ``simple_move``.  Standard library only.
 
-Pasted into ``submission.py`` before the agent (``builder``).  Nothing here
-assumes a well-formed 6x7 board: ``simple_move`` works on Kaggle's raw board
-list of any size, so the agent can always answer with a legal column.
+Nothing here assumes a well-formed 6x7 board: ``simple_move`` works on Kaggle's raw board of any size.
 """
 
 from __future__ import annotations
@@ -43,9 +41,8 @@ def as_int(value, default: int) -> int:
 def board_cells(board) -> list[int] | None:
     """The board as a list of ints; cells that are not whole numbers become -1 (occupied, unknown).
 
-    A numpy array (read without importing numpy: anything with ``reshape`` and
-    ``tolist``) is flattened first; anything else but a list or tuple gives None.
-    """
+    Anything with ``reshape`` and ``tolist`` (numpy, not imported) is flattened first; anything else but a
+    list or tuple gives None."""
     if not isinstance(board, (list, tuple)) and hasattr(board, "reshape") and hasattr(board, "tolist"):
         board = board.reshape(-1).tolist()
     if not isinstance(board, (list, tuple)):
@@ -77,11 +74,9 @@ def _completes_line(cells: list[int], rows: int, cols: int, inarow: int, row: in
 def simple_move(board, columns: int = _COLUMNS, inarow: int = _INAROW, mark: int = 0) -> int:
     """Win now, else block, else the most central column that does not hand over a win.
 
-    Works on the raw board list of any size; guesses ``columns`` from the
-    board's length when the given value does not divide it, and the side to
-    move from the stone counts when ``mark`` is not 1 or 2.  With no legal
-    column it returns the centre column (nothing legal exists to return).
-    """
+    Works on the raw board of any size; guesses ``columns`` from its length when the value given does not
+    divide it, and the side to move from the stone counts when ``mark`` is not 1 or 2.  With no legal
+    column it returns the centre column."""
     cells = board_cells(board) or []
     n = len(cells)
     if not (isinstance(columns, int) and 0 < columns and n and n % columns == 0):

@@ -1,30 +1,14 @@
-"""Run the exported policy-value ONNX graph with numpy alone. Standard library and numpy only.
+"""Run the exported policy-value ONNX graph with numpy alone (Kaggle's image very likely lacks onnxruntime).
 
-The Kaggle image has numpy but very likely no onnxruntime, and this module is
-pasted verbatim into ``submission.py``, so it reads the file with ``onnx_proto`` (the
-protobuf wire format) and executes only the handful of operators that
-``connectx_az.training.export`` produces::
+It reads the file with ``onnx_proto`` and runs only the operators ``training.export`` produces
+(``SUPPORTED_OPS``); any other, or bytes that are not a valid model, raise ``ValueError`` at load
+time, never half-way through a game.
 
-    Conv (any square kernel, symmetric pads, stride 1, group 1), Relu, Add,
-    Flatten, Gemm, Tanh, Squeeze, Unsqueeze, Reshape, Constant, Identity, Cast,
-    GlobalAveragePool, Concat (the last two for a value head with pooling)
-
-Any other operator is rejected with a ``ValueError`` when the model is loaded,
-never half-way through a game.  Bytes that are not a valid model also raise
-``ValueError`` (``onnx_proto``).
-
-Execution is tuned for a 6x7 board and tiny batches.  Feature maps between
-convolutions are kept channels-last (``[B, H, W, C]``), so a 3x3 convolution is
-one gather with an index array precomputed per board size (im2col, with
-out-of-board taps pointing at an appended zero row) and one matmul per two
-boards against weights reshaped once at load time.  Values are converted back to ONNX's
-``NCHW`` layout only where an operator needs it (``Flatten`` before a ``Gemm``,
-graph outputs).  Nodes whose inputs are all constants (``Identity``, ``Cast``
-of float16 initializers, ``Constant``) are folded at load time.  FLOAT16
-tensors are widened to float32: the graph always computes in float32.
-
-``read_graph`` (parse and check) and ``fold_constants`` (the values known at
-load time, and the nodes left to run) are the two steps before a model runs.
+Tuned for a 6x7 board and tiny batches: feature maps between convolutions are channels-last
+(``[B, H, W, C]``), a convolution is one gather (im2col, an index array per board size, out-of-board
+taps pointing at an appended zero row) and one matmul per two boards; values go back to ``NCHW`` only
+where an operator needs it.  Constant nodes are folded at load time; FLOAT16 tensors are widened:
+the graph computes in float32.
 """
 
 from __future__ import annotations
@@ -38,10 +22,6 @@ from connectx_az.agent import onnx_proto
 _IM2COL_ROWS = 96  # output cells per convolution matmul: two 6x7 boards
 
 
-# ---------------------------------------------------------------------------
-# operators on ONNX-layout (dense) arrays; also used for constant folding
-
-
 def _axes(node: onnx_proto.Node, args: list, opset: int) -> list[int] | None:
     """``axes`` of Squeeze/Unsqueeze: an attribute before opset 13, an input after."""
     if len(args) > 1 and args[1] is not None:
@@ -51,7 +31,7 @@ def _axes(node: onnx_proto.Node, args: list, opset: int) -> list[int] | None:
 
 
 def _dense_op(node: onnx_proto.Node, args: list, opset: int) -> np.ndarray:
-    """Evaluate one non-Conv operator on ONNX-layout arrays."""
+    """Evaluate one non-Conv operator on ONNX-layout (dense) arrays; also folds constants."""
     op = node.op_type
     x = args[0] if args else None
     if op == "Identity":
@@ -118,18 +98,12 @@ SUPPORTED_OPS = frozenset(
      "Constant", "Identity", "Cast", "GlobalAveragePool", "Concat")
 )
 
-# ---------------------------------------------------------------------------
-# the checked graph
-
-
 def read_graph(data: bytes) -> onnx_proto.Graph:
     """Parse ONNX bytes into an ``onnx_proto.Graph`` with ``opset``, ``input_name``, ``input_shape``
     and ``output_names`` set.
 
-    Raises ``ValueError`` for bytes that are not a readable ONNX model, an
-    operator outside ``SUPPORTED_OPS``, or other than one graph input besides
-    the initializers.
-    """
+    Raises ``ValueError`` for bytes that are not a readable ONNX model, an operator outside
+    ``SUPPORTED_OPS``, or other than one graph input besides the initializers."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"model must be bytes, got {type(data).__name__}")
     buf = bytes(data)
@@ -157,13 +131,9 @@ def read_graph(data: bytes) -> onnx_proto.Graph:
 def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list[onnx_proto.Node]]:
     """``(consts, nodes)``: the values known at load time, and the nodes left to run, in graph order.
 
-    ``consts`` holds the initializers and the outputs of every node whose
-    inputs are all constant (``Constant``, ``Cast`` of float16 weights,
-    ``Identity``, ...), computed here with numpy; a ``Conv`` is always left to
-    run.  Raises ``ValueError`` for a node without outputs or one that reads a
-    value defined nowhere before it, for a graph output that is never
-    computed, and for a constant node that fails to compute.
-    """
+    ``consts`` holds the initializers and the outputs of every non-``Conv`` node whose inputs are all
+    constant.  Raises ``ValueError`` for a node without outputs or reading a value not defined before
+    it, a graph output never computed, or a constant node that fails to compute."""
     consts: dict[str, np.ndarray] = dict(graph.initializers)
     known = {graph.input_name}
     nodes: list[onnx_proto.Node] = []
@@ -188,11 +158,9 @@ def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list
 
 
 def conv_pads(node: onnx_proto.Node, weight: np.ndarray) -> tuple[int, int, int, int]:
-    """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``; refuses what we do not run.
+    """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``.
 
-    Raises ``ValueError`` unless the convolution is 2-d with explicit pads,
-    group 1, stride 1 and dilation 1.
-    """
+    Raises ``ValueError`` unless it is 2-d with explicit pads, group 1, stride 1 and dilation 1."""
     attrs = node.attrs
     if weight.ndim != 4:
         raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")
@@ -208,9 +176,8 @@ def conv_pads(node: onnx_proto.Node, weight: np.ndarray) -> tuple[int, int, int,
 def gemm_weights(node: onnx_proto.Node, consts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
     """``(weight float32[K, N], bias float32[N] or None)`` of a Gemm with constant B, ``alpha``/``beta`` applied.
 
-    The node then computes ``x @ weight + bias``.  Raises ``ValueError`` for a
-    weight or bias that is not constant, weights that are not 2-d, or ``transA``.
-    """
+    The node computes ``x @ weight + bias``.  Raises ``ValueError`` for a weight or bias that is not
+    constant, weights that are not 2-d, or ``transA``."""
     if len(node.inputs) < 2 or node.inputs[1] not in consts:
         raise ValueError(f"Gemm {node.name!r}: weights must be constant")
     weight = consts[node.inputs[1]]
@@ -274,11 +241,9 @@ class _Conv:
                 found = self._index[(h, w)] = self._gather_index(h, w)
             index, oh, ow = found
             rows = oh * ow
-            # Two boards per matmul keep the im2col block (~200 KB) and the weights in
-            # L2; one block for a batch of 8 spills and costs ~25% more per position.
+            # Two boards per matmul keep the im2col block and the weights in L2; scratch buffers are kept
+            # between calls (a fresh block each call costs page faults).
             step = max(1, _IM2COL_ROWS // rows)
-            # Scratch buffers are kept between calls: allocating a fresh 200 KB block
-            # each time costs page faults that show up as much as the matmul.
             key = (b, h, w)
             scratch = self._scratch.get(key)
             if scratch is None:
@@ -302,13 +267,8 @@ class _Conv:
 class NumpyOnnxModel:
     """An ONNX policy-value graph executed with numpy; also a ``search_tree.Evaluator``.
 
-    ``NumpyOnnxModel(data)`` parses the model bytes and prepares every weight;
-    it raises ``ValueError`` for bytes that are not a readable ONNX model or for
-    an operator outside ``SUPPORTED_OPS``.  ``run(x)`` maps the graph's single
-    input to a dict of named outputs; ``evaluate(obs uint8[M,2,6,7])`` returns
-    ``(logits float32[M,7], value float32[M])`` from the side to move.  Not
-    thread-safe: convolutions reuse scratch buffers between calls.
-    """
+    ``NumpyOnnxModel(data)`` parses the bytes and prepares every weight (``ValueError`` as ``read_graph``).
+    Not thread-safe: convolutions reuse scratch buffers between calls."""
 
     def __init__(self, data: bytes) -> None:
         graph = read_graph(data)
@@ -326,8 +286,6 @@ class NumpyOnnxModel:
             self._compile(consts, nodes)
         except (IndexError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed ONNX graph: {type(exc).__name__}: {exc}") from None
-
-    # -- load time ----------------------------------------------------------------
 
     def _compile(self, consts: dict[str, np.ndarray], nodes: list[onnx_proto.Node]) -> None:
         """Turn the nodes left after ``fold_constants`` into a list of steps."""
@@ -359,9 +317,7 @@ class NumpyOnnxModel:
             if node.op_type in ("Relu", "Tanh", "Identity") or (
                     node.op_type == "Add" and len(inputs) == 2 and layouts[0] == layouts[1]
                     and inputs[1] not in consts):
-                # Elementwise on equal-layout operands needs no layout change.  It may
-                # overwrite its first operand when that is a fresh array (not a view,
-                # not the caller's input) that nobody else reads.
+                # In place only on a fresh array (not a view, not the caller's input) that nobody else reads.
                 in_place = inputs[0] in fresh and uses.get(inputs[0], 0) == 1
                 steps.append((self._elementwise_step, (node.op_type, inputs, in_place), out))
                 nhwc[out] = layouts[0]
@@ -375,8 +331,7 @@ class NumpyOnnxModel:
         self._steps = steps
         self._output_nhwc = [nhwc.get(n, False) for n in self.output_names]
 
-    # -- steps: each takes (env, args) and returns the output value ---------------
-
+    # steps: each takes (env, args) and returns the output value
     @staticmethod
     def _conv_step(env: dict, args: tuple) -> np.ndarray:
         conv, name, is_nhwc = args
@@ -414,8 +369,6 @@ class NumpyOnnxModel:
         values = [None if n == "" else _to_dense(env[n], is_nhwc) for n, is_nhwc in zip(inputs, layouts, strict=True)]
         return _dense_op(node, values, self.opset)
 
-    # -- run time -----------------------------------------------------------------
-
     def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Feed ``x`` (cast to float32) to the graph input; returns every graph output by name."""
         env = dict(self._consts)
@@ -430,13 +383,10 @@ class NumpyOnnxModel:
         return policy_and_value(self.run(obs), self.output_names)
 
     def net_shape(self) -> dict[str, object]:
-        """The net config recovered from the graph, with its ``label``, or {}.
+        """The net config recovered from the graph, with its ``label`` (``network.NetConfig.label``'s), or {}.
 
-        Our net has a stem conv, two 3x3 convs per residual block, 1x1 policy
-        and value convs (in that order), Gemms ``[policy_filters*42->7]``,
-        ``[value features->hidden]``, ``[hidden->1]``, and a GlobalAveragePool
-        only with ``value_pool``.  The label is ``network.NetConfig.label``'s.
-        """
+        Reads a stem conv, two 3x3 convs per residual block, 1x1 policy then value convs, a Gemm to one
+        value, and a GlobalAveragePool only with ``value_pool``."""
         square = [s for s in self.conv_shapes if s[2:] == (3, 3)]
         pointwise = [s for s in self.conv_shapes if s[2:] == (1, 1)]
         value_out = [s for s in self.gemm_shapes if s[1] == 1]
@@ -454,8 +404,8 @@ class NumpyOnnxModel:
 
 
 def policy_and_value(outputs: dict[str, np.ndarray], output_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(logits float32[M,7], value float32[M])`` from a run's outputs by name: ``logits`` and ``value``,
-    else the graph's first and last outputs (what every runtime of the graph returns to the search)."""
+    """``(logits float32[M,7], value float32[M])`` from a run's outputs: ``logits`` and ``value`` by name,
+    else the graph's first and last outputs."""
     logits = outputs.get("logits", outputs[output_names[0]])
     value = outputs.get("value", outputs[output_names[-1]])
     return np.ascontiguousarray(logits, np.float32), np.ascontiguousarray(value, np.float32).reshape(-1)
@@ -463,7 +413,7 @@ def policy_and_value(outputs: dict[str, np.ndarray], output_names: list[str]) ->
 
 def value_uses(nodes: list[onnx_proto.Node], output_names: list[str]) -> dict[str, int]:
     """How many nodes read each value, graph outputs counted twice more: a value read once may be
-    overwritten in place by its reader, never a graph output (shared by every runtime of the graph)."""
+    overwritten in place by its reader, never a graph output."""
     uses: dict[str, int] = {}
     for node in nodes:
         for name in node.inputs:

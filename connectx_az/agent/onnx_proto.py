@@ -1,11 +1,8 @@
 """The ONNX file's protobuf wire format, read with the standard library and numpy: ``parse_model`` -> ``Graph``.
 
-Pasted into ``submission.py`` before ``onnx_numpy``, which runs the graph (Kaggle's image very likely
-lacks onnxruntime and the ``onnx`` package).  Only what an exported policy-value net holds is read:
-the graph's nodes, attributes, initializers (FLOAT, FLOAT16 widened to float32, INT64, ...), inputs
-and outputs, and the opset.  Bytes that are not a valid model (truncated, corrupt, not ONNX at all)
-raise ``ValueError``; every read is bounds-checked and every loop advances, so bad input can never
-hang the reader.
+Reads only what an exported policy-value net holds: nodes, attributes, initializers (FLOAT16 widened
+to float32), inputs, outputs, the opset and metadata.  Bytes that are not a valid model raise
+``ValueError``; every read is bounds-checked and every loop advances, so bad input cannot hang it.
 """
 
 from __future__ import annotations
@@ -13,9 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-# ---------------------------------------------------------------------------
-# protobuf wire format
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 _FLOAT, _INT64, _FLOAT16 = 1, 7, 10
@@ -65,9 +59,7 @@ def _signed64(value: int) -> int:
 def _fields(buf: bytes, pos: int, end: int):
     """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``.
 
-    ``value`` is an int for varint and fixed-width fields and a ``(start, stop)``
-    pair of offsets into ``buf`` for length-delimited ones.
-    """
+    ``value`` is an int, or for length-delimited fields a ``(start, stop)`` pair of offsets into ``buf``."""
     while pos < end:
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
@@ -204,10 +196,8 @@ class Node:
 def _attribute(buf: bytes, start: int, end: int) -> tuple[str, object]:
     """Decode an AttributeProto into ``(name, value)``.
 
-    Values: FLOAT -> float, INT -> int, STRING -> bytes, TENSOR -> ndarray,
-    FLOATS/INTS/STRINGS -> list; graph-valued attributes come back as ``None``
-    (no operator we run has one).
-    """
+    Values: FLOAT -> float, INT -> int, STRING -> bytes, TENSOR -> ndarray, FLOATS/INTS/STRINGS -> list;
+    graph-valued attributes come back as ``None``."""
     name = ""
     kind = 0
     scalar_f = scalar_i = text = tensor = None

@@ -1,48 +1,24 @@
 """The Kaggle ConnectX agent: MCTS over the embedded network, exact play near the end, a safety net.
 
-This is an ordinary module, imported and tested like any other; ``builder``
-pastes it verbatim (after ``game``, ``mcts``, ``solver``, ``solver_numba``,
-``onnx_numpy``, ``fallback`` and ``backends``) into the single-file ``submission.py``, which
-makes one ``Agent`` with the embedded model and ends with Kaggle's
-``agent(observation, configuration)`` calling it.  Everything here is standard
-library plus numpy.
+``submission.py`` makes one ``Agent`` with the embedded model and ends with Kaggle's
+``agent(observation, configuration)`` calling it.  One move (``Agent.choose_move``):
 
-One move (``Agent.__call__``):
+1. Anything but a well-formed 6x7 four-in-a-row position with ``mark`` to move is answered by
+   ``fallback.simple_move`` (on the raw board, any size).
+2. A forced move (``game.forced_move``) is played at once, then the opening book's move.
+3. The first move that gets further compiles the exact solver (``solver_numba``) if numba imports and
+   the bank holds ``compile_min_bank``, charged to the bank; otherwise the game keeps ``solver``.
+4. The move's budget (``move_budget``): a share of ``actTimeout`` and of the overage bank; the first
+   move also pays for executing the file.
+5. The exact solver (weak mode) gets a share of it that grows as the board fills, and its move is
+   played if it proves a win or a draw; the compiled one may draw extra seconds from the bank
+   (``_solver_seconds``).
+6. Otherwise ``mcts.search`` until the deadline, on the previous move's subtree where it holds the
+   position, and ``mcts.best_cols``.
 
-1. Read the observation defensively.  Anything that is not a well-formed 6x7,
-   four-in-a-row position with ``mark`` as the side to move (other board sizes,
-   wrong lengths, floats, missing fields, impossible boards) is answered by
-   ``fallback.simple_move``: win now, else block, else the most central safe
-   column, computed on the raw board list for any size.
-2. Return at once when the move is forced: one legal column, a win now, or the
-   single block of an immediate threat.  Then, where the position is in the
-   opening book (``book``, embedded by the builder; decoded on first use, and
-   left out for the game if it fails to decode), play the book's proven move.
-3. On the first move that gets this far, compile the exact solver with numba
-   (``solver_numba``) if numba imports and the bank holds ``compile_min_bank``;
-   the compile is charged to the bank.  Otherwise (or if the compile fails) the
-   solver stays pure Python (``solver``) for the game.
-4. Budget the move (``move_budget``): a safe share of ``actTimeout`` plus a
-   share of the overage bank that shrinks with the bank and can never drain it.
-   The first move also pays for decoding the model and for executing the file.
-5. Ask the exact solver (weak mode: win, draw or loss) for a move within a
-   share of the budget that grows as the board fills (``solver_schedule`` for
-   the pure-Python solver, ``compiled_schedule`` for the compiled one), and play
-   it if it proves a win or a draw.  The compiled solver may also draw up to
-   ``solver_extra_seconds`` from the bank when its node rate, measured in this
-   game, covers the nodes a position with this many empty cells typically
-   needs (``solver_nodes``): the opening, where a proof pays most.
-6. Otherwise search: ``mcts.search`` with virtual-loss batches
-   (``AgentConfig.search.num_parallel`` leaves per network call) until the
-   deadline or a proven root, reusing the subtree of the previous move when the
-   opponent's reply is found in it, and play ``mcts.best_cols``.
-
-Any exception falls back to ``simple_move``, and the returned move is always a
-plain ``int`` that is legal on the raw board whenever a legal column exists.
-A missing or corrupt embedded model is replaced by a uniform evaluator
-(``backends``; the search still plays legal, tactically sound moves).  The
-garbage collector is paused during a move, so its pauses cannot land inside the
-search.
+Any exception falls back to ``simple_move``: the move is a plain ``int``, legal whenever a legal column
+exists.  A missing or corrupt model is replaced by a uniform evaluator (``backends``).  The garbage
+collector is paused during a move, so its pauses cannot land inside the search.
 """
 
 from __future__ import annotations
@@ -78,26 +54,17 @@ except ImportError:
 class AgentConfig:
     """How the agent spends its time.
 
-    Clock (``move_budget``): a move may use ``safe_share * actTimeout -
-    safety_seconds`` plus ``overage_share * (bank - overage_reserve) / moves_left``
-    (capped at ``max_extra_seconds``; ``moves_left`` is the own moves still to
-    play, at least ``min_moves_left``).  ``solver_schedule`` lists
-    ``(max empty cells, share of the remaining budget)`` for the pure-Python
-    exact solver, tightest first; ``compiled_schedule`` the same for the solver
-    numba compiled.  ``backends`` are tried in order; ``limit_blas_threads``
-    asks numpy's BLAS for one thread (tiny matmuls only lose from threads on a
-    shared core).  ``use_book``: play the embedded opening book's moves.
+    Clock (``move_budget``): ``safe_share * actTimeout - safety_seconds`` plus ``overage_share * (bank -
+    overage_reserve) / moves_left`` (at most ``max_extra_seconds``; ``moves_left``: own moves still to
+    play, at least ``min_moves_left``).  ``solver_schedule``/``compiled_schedule``: ``(max empty cells,
+    share of the remaining budget)`` for the pure-Python/compiled solver, tightest first.
+    ``limit_blas_threads``: one BLAS thread (tiny matmuls only lose from threads on a shared core).
 
-    The compiled solver: ``compile_solver`` switches it on; the compile (numba's
-    import included, paid once a game) runs on the first move that searches, only
-    while the bank holds ``compile_min_bank``.  In a move it may add
-    ``min(solver_extra_seconds, solver_bank_share * (bank -
-    solver_bank_reserve))`` seconds from the bank to its share, when its
-    measured node rate times its time covers ``solver_nodes``: ``(max empty
-    cells, nodes)``, the median nodes of a weak proof of Pons' Begin positions
-    with that many empty cells, tightest first; none beyond the last entry,
-    where most proofs do not end in any bank's time.  The measurements behind
-    these numbers: ``docs/agent.md``, *The figures behind the constants*.
+    The compiled solver (``compile_solver``) may add ``min(solver_extra_seconds, solver_bank_share *
+    (bank - solver_bank_reserve))`` seconds from the bank when its node rate covers ``solver_nodes``:
+    ``(max empty cells, median nodes of a weak proof of Pons' Begin positions)``, tightest first, none
+    beyond the last.  The measurements behind these numbers: ``docs/agent.md``, *The figures behind the
+    constants*.
     """
 
     backends: tuple[str, ...] = backends.BACKENDS
@@ -148,17 +115,8 @@ class AgentConfig:
 CONFIG = AgentConfig()
 
 
-# ---------------------------------------------------------------------------
-# the clock
-
-
 def move_budget(act_timeout: float, overage: float, num_empty: int, config: AgentConfig | None = None) -> float:
-    """Seconds the move may take from the start of the call (see ``AgentConfig``).
-
-    The base share stays inside the free ``act_timeout`` with room for Kaggle's
-    own overhead; the overage bank adds a fraction of what it holds above the
-    reserve, divided over the own moves still to play, so it never runs dry.
-    """
+    """Seconds the move may take from the start of the call (see ``AgentConfig``); the bank never runs dry."""
     config = config or CONFIG
     base = max(0.05, config.safe_share * act_timeout - config.safety_seconds)
     moves_left = max(config.min_moves_left, (num_empty + 1) // 2)
@@ -166,25 +124,14 @@ def move_budget(act_timeout: float, overage: float, num_empty: int, config: Agen
     return base + min(extra, config.max_extra_seconds)
 
 
-# ---------------------------------------------------------------------------
-# the agent
-
-
 class Agent:
     """One process's agent: its settings, the embedded model, and what persists between moves.
 
-    ``model_b64``/``model_sha256`` are the ONNX model (the builder embeds them;
-    ``from_model_bytes`` in tests), ``book_b64`` the opening book file (``""``:
-    none); ``preload_seconds`` is the time spent executing the submission file
-    before the first call.  The book is decoded on first use (``book_error``
-    says why it is left out, ``book_seconds`` what decoding cost).  Between moves it
-    keeps the loaded ``evaluator`` (``backend``, ``load_error``,
-    ``load_seconds``), the search ``tree`` and ``last`` searched move, the
-    ``solver`` and its table, the last search's ``nodes_per_second``, and for
-    inspection ``last_error`` and ``info`` (what the last move did).  Call it
-    as Kaggle calls an agent.  ``solver_kind`` says which solver the game got
-    (``"numba"``, ``"python"`` or ``""`` before the first search) and
-    ``compile_seconds`` what compiling it cost this game.
+    ``model_b64``/``model_sha256``: the ONNX model; ``book_b64``: the opening book file (``""``: none);
+    ``preload_seconds``: the time spent executing the submission file before the first call.  Between
+    moves it keeps the ``evaluator``, the book, the search ``tree`` and ``last`` searched move, and the
+    ``solver`` (``solver_kind``: ``"numba"``, ``"python"``, ``"none"``, ``""`` before the first search);
+    ``last_error`` and ``info`` say what the last move did.  Call it as Kaggle calls an agent.
     """
 
     def __init__(self, config: AgentConfig = CONFIG, *, model_b64: str = "", model_sha256: str = "",
@@ -224,8 +171,8 @@ class Agent:
         return self.evaluator
 
     def load_book(self):
-        """The decoded book (``book.Book``), decoded on the first call; ``None`` without one, or if it fails to
-        decode (``book_error`` says why; the game goes on without it)."""
+        """The decoded book (``book.Book``), decoded on the first call; ``None`` without one or if it fails
+        (``book_error`` says why)."""
         if self._book_tried:
             return self.book
         self._book_tried = True
@@ -274,22 +221,16 @@ class Agent:
     def _reserve_nodes(self, tree: search_tree.Tree, deadline: float) -> None:
         """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over.
 
-        The tree doubles its arrays when full, which took 0.1 s at 131k nodes on
-        one core here; inside the search that copy can start just before the deadline and
-        overrun it.  Done here, it only shortens the search.  The first search of a
-        process has no rate yet and starts from a small tree, whose growth is cheap.
-        """
+        Growing copies every array: inside the search the copy could start just before the deadline and
+        overrun it; here it only shortens the search."""
         seconds = max(0.0, deadline - time.perf_counter())
         tree.ensure_capacity(int(2.0 * self.nodes_per_second * seconds))
 
     def _ensure_solver(self, overage: float) -> float:
         """Make the game's solver on the first call that needs one; returns the seconds spent compiling.
 
-        A kernel compiled earlier in this process is used at no cost.  Otherwise
-        numba compiles it now if ``compile_solver`` and the bank holds
-        ``compile_min_bank`` (once: a failed or skipped compile leaves the game
-        to the pure-Python solver).  Any failure means the pure-Python solver.
-        """
+        A kernel compiled earlier in the process costs nothing; otherwise numba compiles it if
+        ``compile_solver`` and the bank holds ``compile_min_bank``.  Any failure means the pure-Python solver."""
         if self.solver is not None or self.solver_kind:
             return 0.0
         config, start, kernel = self.config, time.perf_counter(), None
@@ -313,10 +254,8 @@ class Agent:
     def _solver_seconds(self, num_empty: int, left: float, overage: float) -> tuple[float, float]:
         """``(seconds of the move's own budget, seconds more from the bank)`` for the exact solver.
 
-        ``left`` is the move's budget still unspent, ``overage`` the bank.  The
-        bank adds time only for a solver whose node rate in this game (``rate``:
-        the compiled solver's) covers the typical proof at ``num_empty``.
-        """
+        ``left`` is the move's unspent budget, ``overage`` the bank, which adds time only when the compiled
+        solver's node rate in this game covers the typical proof at ``num_empty`` (``solver_nodes``)."""
         config = self.config
         compiled = self.solver_kind == "numba"
         schedule = config.compiled_schedule if compiled else config.solver_schedule
@@ -333,15 +272,10 @@ class Agent:
 
     def _solve(self, position: int, mask: int, num_empty: int, deadline: float,
                overage: float) -> tuple[int | None, float]:
-        """``(column, extra)``: a column proven to win or to hold the draw, or None, and the seconds
-        the solver was allowed beyond ``deadline`` (drawn from the bank; the search gets them if the
-        solver fails: it has used them).
+        """``(column, extra)``: a column proven to win or to hold the draw, or None, and the seconds from
+        the bank the solver was allowed beyond ``deadline`` (the search gets them if it fails).
 
-        The solver is asked for the result only (weak mode: win, draw or loss),
-        which is all a move needs and far cheaper than the exact score.  A lost
-        position returns None: the search then picks the move that makes the
-        opponent's task hardest.  The transposition table is kept between moves.
-        """
+        Weak mode (win, draw or loss) is all a move needs; a lost position returns None, for the search."""
         now = time.perf_counter()
         if self.solver is None or deadline - now < 0.02:
             return None, 0.0

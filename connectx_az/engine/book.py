@@ -1,17 +1,10 @@
 """The opening book: proven moves for the openings, looked up by the agent before it searches.
 
-This module is pasted verbatim into the single-file Kaggle agent (after ``game``), so it imports
-nothing but the standard library, numpy and ``game``.  ``book_build`` writes books; this module
-reads them and answers lookups.
-
-Keys are Pons' ``position + mask`` (unique per position; the sum never carries out of a column, so
-a key is mirrored column by column, 7 bits each) made **mirror-canonical**: ``min(key,
-mirror_bits(key))``.  A position and its reflection share one entry, whose column is the move in
-the canonical orientation; ``Book.lookup`` reflects it back (``6 - col``) for a position that is
-the mirror image of its canonical one.
-
-An entry's ``info`` byte: bits 0-2 the column to play (0-6), bits 3-4 the proven result for the
-side to move plus one (0 lost, 1 drawn, 2 won).
+``tools.book_build`` writes books; this module reads them.  Keys are Pons' ``position + mask`` (no
+carry between columns, so a key mirrors column by column) made **mirror-canonical**: ``min(key,
+mirror_bits(key))``; an entry's column is the move in the canonical orientation, reflected back
+(``6 - col``) for a mirrored position.  An entry's ``info`` byte: bits 0-2 the column (0-6), bits 3-4
+the proven result for the side to move plus one (0 lost, 1 drawn, 2 won).
 
 A book file (``encode`` / ``decode``), little-endian::
 
@@ -28,8 +21,8 @@ A book file (``encode`` / ``decode``), little-endian::
                   bytes transposed (all lowest bytes first, ...), which zlib compresses well
             ...   zlib(infos): N info bytes in key order
 
-``decode`` raises ``BookError`` (one line) for a wrong magic, version or board size, a truncated
-or corrupt file (lengths, checksum, zlib), keys out of order, or an info byte out of range.
+``decode`` raises ``BookError`` for a wrong magic, version or board size, a truncated or corrupt
+file, keys out of order, or an info byte out of range.
 """
 
 from __future__ import annotations
@@ -58,8 +51,7 @@ class BookError(ValueError):
 
 
 def mirror_bits(key):
-    """A key, or any bitboard of ``game``'s layout, reflected (column ``c`` becomes ``6 - c``): int or
-    ``uint64`` array."""
+    """A key or any bitboard of ``game``'s layout (int or ``uint64`` array), column ``c`` moved to ``6 - c``."""
     if isinstance(key, int):
         out = 0
         for col in range(game.COLS):
@@ -98,8 +90,7 @@ class Book:
         return len(self.keys)
 
     def entry(self, position: int, mask: int) -> tuple[int, int] | None:
-        """``(col, result)`` for the position as it stands (the column reflected back where needed), or
-        ``None`` when the book does not hold it.  ``result`` is the side to move's -1, 0 or 1."""
+        """``(col, result)`` for the position as it stands (side to move's -1, 0 or 1), or ``None``."""
         key, mirrored = canonical_key(position, mask)
         i = int(np.searchsorted(self.keys, np.uint64(key)))
         if i >= len(self.keys) or int(self.keys[i]) != key:
@@ -109,8 +100,7 @@ class Book:
         return (game.COLS - 1 - col if mirrored else col), (info >> _RESULT_SHIFT) - 1
 
     def move(self, position: int, mask: int) -> int | None:
-        """The book's column for the position, or ``None`` when it is not in the book or the column is
-        not legal there (a key can only match its own position, so that means a damaged book)."""
+        """The book's column for the position; ``None`` when it is not in the book or not legal (a damaged book)."""
         found = self.entry(position, mask)
         if found is None or not game.is_legal(mask, found[0]):
             return None

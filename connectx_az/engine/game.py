@@ -18,18 +18,11 @@ empty so that shifts never carry a line from one column into the next::
     row 1  1  8 15 22 29 36 43
     row 0  0  7 14 21 28 35 42     (bottom)
 
-Every function here works on plain Python ``int`` and, elementwise, on numpy
-``uint64`` arrays of any shape, so the same code serves one game and a batch of
-thousands.  Positions are always seen from the side to move: after a move the
-roles swap, which is why ``play`` returns the *opponent's* stones as the new
-``position``.
-
-Encoded observations (``encode``) are ``uint8[..., 2, 6, 7]``: plane 0 holds the
-side to move's stones, plane 1 the opponent's, and row 0 is the **top** row, as
-in Kaggle's board.
-
-``outcome`` returns ``+1``/``0``/``-1`` for the side to move, or ``None`` while
-the game goes on; ``0`` always means a draw, never "not over".
+Every function works on Python ``int`` and, elementwise, on numpy ``uint64`` arrays of any shape.
+Positions are seen from the side to move: ``play`` returns the *opponent's* stones as the new
+``position``.  ``encode`` gives ``uint8[..., 2, 6, 7]``: plane 0 the side to move, plane 1 the
+opponent, row 0 the **top** row, as in Kaggle's board.  ``outcome`` is ``-1``/``0`` for the side to
+move, or ``None`` while the game goes on; ``0`` always means a draw, never "not over".
 """
 
 from __future__ import annotations
@@ -91,12 +84,7 @@ def legal_cols(mask: int) -> list[int]:
 
 
 def play(position, mask, col):
-    """Drop a stone for the side to move in ``col``; returns the next ``(position, mask)``.
-
-    ``col`` may be an int or an integer array broadcastable with ``mask``.  The
-    caller guarantees legality.  The returned ``position`` is the stones of the
-    new side to move, i.e. the opponent of the player who just moved.
-    """
+    """Drop a stone for the side to move in ``col`` (int or array, legal); returns the next ``(position, mask)``."""
     if isinstance(mask, int):
         return position ^ mask, mask | (mask + BOTTOM_BITS[col])
     mask = np.asarray(mask, dtype=np.uint64)
@@ -107,10 +95,7 @@ def play(position, mask, col):
 def is_win(stones):
     """True where ``stones`` hold four in a row (int or bool array): the rule, for the search and the solver alike.
 
-    A line steps 1 bit (vertical), 6 (diagonal /), 7 (horizontal) or 8 (diagonal \\); ``pairs`` marks
-    the stones with a stone one step on, and a pair with another pair two steps on is four in a row.
-    Unrolled: the pure-Python solver calls it on every move it tries.
-    """
+    A line steps 1 bit (vertical), 6 (/), 7 (horizontal) or 8 (\\); unrolled: the pure-Python solver's hot path."""
     stones = _u64(stones)
     vertical = stones & (stones >> 1)
     rising = stones & (stones >> 6)
@@ -131,11 +116,7 @@ def is_full(mask):
 
 
 def outcome(position: int, mask: int) -> int | None:
-    """Result for the side to move: ``-1`` lost, ``0`` drawn, ``None`` not over.
-
-    The side to move can never have already won: the last move was the
-    opponent's, so a finished game is a loss or a draw from this side.
-    """
+    """Result for the side to move: ``-1`` lost, ``0`` drawn, ``None`` not over (it never has already won)."""
     if is_win(mover_stones(position, mask)):
         return -1
     if is_full(mask):
@@ -161,12 +142,9 @@ def winning_cols(position: int, mask: int) -> list[int]:
 def forced_move(position: int, mask: int) -> tuple[int, str] | None:
     """``(col, reason)`` of the move the agent plays without its book or a search, else ``None``.
 
-    In order: the only legal column (``"only move"``), a win now, the most central of them
-    (``"win now"``), the block of the opponent's single threat (``"block"``).  Against two threats
-    nothing is forced: every move loses, and the search picks the slowest loss.  The game must not
-    be over.  The agent (``agent.template``) and the book builder (``tools.book_build``: which
-    positions the book needs) share this rule.
-    """
+    In order: the only legal column (``"only move"``), the most central win now (``"win now"``), the
+    block of the opponent's single threat (``"block"``); against two threats nothing is forced.  The
+    game must not be over.  The agent and ``tools.book_build`` share this rule."""
     legal = legal_cols(mask)
     if len(legal) == 1:
         return legal[0], "only move"
@@ -217,11 +195,7 @@ def mirror(position, mask):
 
 
 def from_moves(moves: str | Sequence[int], *, one_based: bool = True) -> tuple[int, int]:
-    """Position after a sequence of columns (Pons' ``"4453"`` notation is 1-based).
-
-    Raises ``ValueError`` on a full column, an out-of-range column, or a move
-    after the game has ended.
-    """
+    """Position after a sequence of columns (Pons' ``"4453"`` is 1-based); ``ValueError`` on an illegal move."""
     cols = [int(ch) for ch in moves] if isinstance(moves, str) else [int(c) for c in moves]
     position, mask = initial()
     for i, col in enumerate(cols):
@@ -239,11 +213,8 @@ def from_moves(moves: str | Sequence[int], *, one_based: bool = True) -> tuple[i
 def from_kaggle(board: Sequence[int], mark: int) -> tuple[int, int]:
     """``(position, mask)`` from Kaggle's observation, seen from player ``mark``.
 
-    ``board`` is 42 cells, row 0 at the top, 0 empty and 1/2 the players' marks.
-    Raises ``ValueError`` (with the reason) for a board of the wrong size,
-    unknown cell values, floating stones, impossible stone counts, a ``mark``
-    that is not the side to move, or a side to move that has already won.
-    """
+    ``board``: 42 cells, row 0 at the top, 0 empty, 1/2 the marks.  ``ValueError`` (with the reason) for a
+    wrong size or cell value, floating stones, impossible counts, a ``mark`` not to move, or a won board."""
     cells = list(board)
     if len(cells) != NUM_CELLS:
         raise ValueError(f"board has {len(cells)} cells, expected {NUM_CELLS} (6 rows x 7 columns)")

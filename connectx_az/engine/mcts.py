@@ -1,33 +1,14 @@
 """PUCT Monte Carlo tree search over many Connect Four positions at once. numpy only.
 
-The tree is a struct of arrays (after DeepMind's mctx): ``B`` independent trees,
-``N`` node slots each, ``A = 7`` actions, linked by index.  Statistics live on
-the *edges* ``[B, N, A]`` and are seen from the side to move at the edge's
-parent node, so the selection rule reads the numbers it needs without a sign.
-A value handed to ``_backup`` is from the side to move at the leaf; the sign
-flips in exactly one place, in ``_backup``.
+Walks, backs up and searches ``search_tree.Tree`` (edge statistics from the side to move at the
+edge's parent).  A value handed to ``_backup`` is from the side to move at the leaf; the sign flips
+in exactly one place, in ``_backup``.
 
-One simulation step selects ``num_parallel`` leaves in every tree (with a
-virtual loss between them), evaluates all new leaves in **one** network call,
-then backs up.  Self-play runs hundreds of trees with one leaf each; the
-single-game agent runs one tree with several leaves each, so both keep the
-network busy with batches.  With one tree (the agent) numpy's per-call cost
-on 7-wide rows would outweigh the arithmetic, so the walk down
-(``_select_one``) scores each node on Python floats (``_puct_argmax``) and
-new leaves are made in Python (``_add_leaves_one``); the scores are float64
-in the same operation order as the batched ``_puct_score``, so one tree
-searched alone and the same tree searched in a batch grow bit for bit alike.
-
-Terminal positions are scored by the rules, never by the network.  Proven
-results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node
-with a child that is lost for the opponent is won, a node whose children are
-all proven takes the best of them, and the search stops spending visits
-inside decided lines.  ``proven`` is ``+1``/``0``/``-1`` from the node's side to
-move, ``NaN`` while unknown.
-
-The network is seen only through ``Evaluator.evaluate(obs) -> (logits, value)``
-with ``obs uint8[M, 2, 6, 7]`` (see ``game.encode``), ``logits float32[M, 7]``
-and ``value float32[M]``, the value from the side to move in ``[-1, 1]``.
+One simulation step selects ``num_parallel`` leaves in every tree (a virtual loss between them),
+evaluates all new leaves in **one** network call, then backs up: self-play runs many trees with one
+leaf each, the agent one tree with several.  Terminal positions are scored by the rules, never by
+the network.  Proven results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node with
+a child lost for the opponent is won, a node whose children are all proven takes the best of them.
 """
 
 from __future__ import annotations
@@ -44,10 +25,9 @@ _MAX_DEPTH = search_tree.MAX_DEPTH
 _WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 
 
-# --------------------------------------------------------------------------- the walk down and new leaves
-# Each batched function (any number of trees, numpy over all of them) has its single-tree twin
-# (``*_one``, Python floats and lists: the agent's one tree) right after it; the twins give the
-# same results bit for bit, which tests/test_mcts.py checks.
+# Twins: each batched function (numpy over all trees) has a single-tree twin (``*_one``, Python floats:
+# numpy's per-call cost outweighs the arithmetic on one tree's 7-wide rows) right after it, giving the
+# same results bit for bit (float64, same operation order); tests/test_mcts.py holds them equal.
 
 
 def _puct_score(
@@ -61,11 +41,8 @@ def _puct_score(
 ) -> np.ndarray:
     """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
-    Edge statistics are ``float32[M, A]``, ``node_visits`` is ``float32[M]``
-    and ``node_value`` (the net value plus ``node_value_sum``) ``float64[M]``.
-    The arithmetic is float64, in the same order as ``_puct_argmax`` does it
-    on Python floats for one node, so both walks pick the same edges.
-    """
+    Edge statistics are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net
+    value plus ``node_value_sum``) ``float64[M]``."""
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
     fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
@@ -77,12 +54,7 @@ def _puct_score(
 
 def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
                  node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
-    """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``).
-
-    On a 7-wide row numpy's per-call cost outweighs the arithmetic several
-    times over; this gives the same scores (float64, same operation order)
-    and the same choice (the first of equal maxima).
-    """
+    """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``); the first of equal maxima."""
     fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
     scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
     best, best_score = 0, -np.inf
@@ -99,17 +71,13 @@ def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_lo
             path_action: np.ndarray, depth: np.ndarray) -> None:
     """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
 
-    Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``:
-    walk ``k`` of tree ``b`` crossed edges ``(path_node[k, b, d],
-    path_action[k, b, d])`` for ``d < depth[k, b]``; the last of them leads to a
-    node that is either not yet created, not yet expanded, or proven.  A proven
-    root gives ``depth == 0``.  Each crossed edge gets ``virtual_loss`` (see
-    ``_add_virtual_loss``) so that later walks spread out.
+    Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``: walk ``k`` of tree ``b``
+    crossed edges ``(path_node[k, b, d], path_action[k, b, d])`` for ``d < depth[k, b]``, the last
+    leading to a node not yet created, not yet expanded, or proven (a proven root: ``depth == 0``).
+    Each crossed edge gets ``virtual_loss`` so that later walks spread out.
     """
     n_slots = tree.capacity
-    # Gathers go through flat ``b * N + node`` rows and ``row * A + action``
-    # edges with ``take``: one 1-d index instead of two, and ``take`` copies
-    # rows several times faster than fancy indexing does.
+    # Gathers use ``take`` on flat ``b * N + node`` rows and ``row * A + action`` edges: faster than fancy indexing.
     visits, value_sum = tree.visits.reshape(-1, A), tree.value_sum.reshape(-1, A)
     prior, score_bias = tree.prior.reshape(-1, A), tree.score_bias.reshape(-1, A)
     children = tree.children.reshape(-1)
@@ -147,12 +115,7 @@ def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_lo
 
 def _select_one(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
                 path_action: np.ndarray, depth: np.ndarray) -> None:
-    """``_select`` for a single tree (``B == 1``), one node at a time on Python floats.
-
-    One tree's walk is a chain of 7-wide rows, where numpy's per-call cost
-    outweighs the arithmetic; this walk reads each row as a list, scores it
-    with ``_puct_argmax`` and gives the same paths, bit for bit, as ``_select``.
-    """
+    """``_select`` for a single tree (``B == 1``), one node at a time on Python floats (``_puct_argmax``)."""
     visits, value_sum, prior, score_bias = tree.visits[0], tree.value_sum[0], tree.prior[0], tree.score_bias[0]
     children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
     node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
@@ -185,11 +148,9 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
                 depth: np.ndarray) -> np.ndarray:
     """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
 
-    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``,
-    ``depth int[M]`` (a walk of depth 0 stays at the root).  Each distinct
-    new edge gets one node; a tree's new nodes are numbered after its existing
-    ones in the order of their ``(parent, action)``.
-    """
+    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``, ``depth int[M]`` (depth 0
+    stays at the root).  Each distinct new edge gets one node; a tree's new nodes are numbered after its
+    existing ones in the order of their ``(parent, action)``."""
     bsz = tree.batch_size
     rows = np.arange(trees.size)
     parent = path_node[rows, np.maximum(depth - 1, 0)]
@@ -203,7 +164,6 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
         ub = trees[new][first]
         up = parent[new][first]
         ua = action[new][first]
-        # Number the new nodes of each tree consecutively after its existing ones.
         order = np.argsort(ub, kind="stable")
         rank = np.empty_like(order)
         counts = np.bincount(ub, minlength=bsz)
@@ -219,14 +179,10 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
 
 def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks, where the batched
-    version's dozen numpy calls would cost more than the work.
+    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
 
-    Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth
-    int[K]``).  Returns ``leaf int[K]`` and the leaves that still need the
-    network, ascending as ``expand`` would order them.  New nodes get the
-    same numbers as ``_add_leaves`` gives them.
-    """
+    Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth int[K]``); returns ``leaf
+    int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them."""
     children, proven, is_expanded = tree.children[0], tree.proven[0], tree.is_expanded[0]
     root = int(tree.root[0])
     ends = [(int(nodes[d - 1]), int(actions[d - 1])) if d else None
@@ -245,16 +201,9 @@ def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: 
     return np.array(leaf, np.intp), np.array(open_leaves, np.intp)
 
 
-# --------------------------------------------------------------------------- backup and proofs
-
-
 def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                 depth: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Every edge of every path, path by path, root first.
-
-    Returns ``(row, d, b, node, action)``, each ``int[E]``: edge
-    ``(b, node, action)`` is step ``d`` of path ``row``.
-    """
+    """``(row, d, b, node, action)``, each ``int[E]``: edge ``(b, node, action)`` is step ``d`` of path ``row``."""
     on = np.arange(int(depth.max(initial=0))) < depth[:, None]
     row, d = np.nonzero(on)
     return row, d, trees[row], path_node[row, d], path_action[row, d]
@@ -265,10 +214,8 @@ def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np
                       amount: float) -> None:
     """Make distinct edges look like ``amount`` lost visits for their chooser.
 
-    Takes the tree's arrays flattened: ``visits``/``value_sum`` ``[B * N * A]``
-    indexed by ``edge``, ``node_visits``/``node_value_sum`` ``[B * N]`` by
-    ``row`` (``edge == row * A + action``).
-    """
+    Takes the tree's arrays flattened: ``visits``/``value_sum`` ``[B * N * A]`` indexed by ``edge``,
+    ``node_visits``/``node_value_sum`` ``[B * N]`` by ``row`` (``edge == row * A + action``)."""
     visits[edge] += amount
     value_sum[edge] -= amount
     node_visits[row] += amount
@@ -286,12 +233,9 @@ def _backup(
 ) -> None:
     """Add one visit and the leaf value to every edge of each path, taking back the virtual loss.
 
-    ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge
-    at depth ``d`` belongs to the player to move at ``path_node[:, d]``, who is
-    the leaf's side to move when ``depth - d`` is even, else the opponent: this
-    is the one place where the perspective flips.  ``virtual_loss`` is what
-    ``_add_virtual_loss`` put on each path (0 for none).
-    """
+    ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge at depth ``d`` belongs to
+    the side to move at ``path_node[:, d]``: the leaf's when ``depth - d`` is even, else the opponent
+    (the one place where the perspective flips).  ``virtual_loss``: what each path carries (0 for none)."""
     row, d, b, node, action = _path_edges(trees, path_node, path_action, depth)
     if row.size == 0:
         return
@@ -321,11 +265,7 @@ def _proven_from_edges(edge_proven: np.ndarray, legal: np.ndarray) -> np.ndarray
 
 def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
                       depth: np.ndarray, leaf: np.ndarray) -> None:
-    """Carry newly proven leaves up their paths (MCTS-solver).
-
-    A proof changes only the edge into the proven node and, through it, its
-    parent; the walk up stops at the first parent that stays open.
-    """
+    """Carry newly proven leaves up their paths (MCTS-solver), stopping at the first parent that stays open."""
     i = np.flatnonzero(depth > 0)
     last = depth[i] - 1
     i = i[~np.isnan(tree.proven[trees[i], leaf[i]])
@@ -343,16 +283,12 @@ def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.n
         i, child, d = i[up], node[up], d[up] - 1
 
 
-# --------------------------------------------------------------------------- one step and the search
-
-
 def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
              kernels: mcts_numba.Kernels | None = None) -> int:
     """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
 
-    Returns the number of simulations added (over all trees).  With ``kernels``
-    (``mcts_numba.compile_kernels()``) the step runs compiled, to the same tree.
-    """
+    Returns the simulations added over all trees.  With ``kernels`` (``mcts_numba.compile_kernels()``)
+    the step runs compiled, to the same tree."""
     if kernels is not None:
         return kernels.simulate(tree, evaluator, config)
     k = config.num_parallel
@@ -396,12 +332,9 @@ def search(
 ) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
-    Stops after ``num_simulations`` (default ``config.num_simulations``) per
-    tree, at the ``time.perf_counter()`` ``deadline``, or once every root is
-    proven, whichever comes first.  With ``rng`` given the search is a
-    self-play one: Dirichlet noise is mixed into the root priors; without it
-    the search is deterministic.  ``kernels``: see ``simulate``.
-    """
+    Stops after ``num_simulations`` (default ``config.num_simulations``) per tree, at the
+    ``time.perf_counter()`` ``deadline``, or once every root is proven.  ``rng`` mixes Dirichlet noise
+    into the root priors (self-play); without it the search is deterministic.  ``kernels``: see ``simulate``."""
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
@@ -432,10 +365,8 @@ def policy_from_visits(visits: np.ndarray, temperature: float = 1.0) -> np.ndarr
 def best_cols(tree: search_tree.Tree) -> np.ndarray:
     """``int64[B]``: the move each root should play.
 
-    A proven root plays a move that achieves its proven value; otherwise the
-    most visited move wins (ties go to the better mean value), and a move
-    proven lost is played only when every move is.
-    """
+    A proven root plays a move that achieves its proven value; otherwise the most visited (ties to the
+    better mean value), and a move proven lost only when every move is."""
     b = np.arange(tree.batch_size)
     visits = tree.visits[b, tree.root]
     legal = tree.legal_mask[b, tree.root]

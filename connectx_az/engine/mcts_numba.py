@@ -1,29 +1,19 @@
 """``mcts.simulate``'s tree work compiled by numba, where numba imports; ``mcts`` itself is the numpy fallback.
 
-Pasted like ``solver_numba``: at the top level this module imports only the standard library, numpy,
-``game`` and ``search_tree``; numba is imported inside ``compile_kernels`` alone, so the module loads
-where numba is missing and ``compile_kernels`` then returns ``None`` (the caller searches with numpy).
+numba is imported inside ``compile_kernels`` alone, which returns ``None`` where it is missing.  A second
+copy of the search because numpy's steps over the batch one Python call at a time, ply after ply
+(docs/results.md, *Speed*).  The kernels are the same rules as loops over the trees:
 
-Why a second copy of the search: numpy's search steps over the batch one Python-level call at a time,
-ply after ply of every walk, and self-play waited on that bookkeeping, not on the network
-(docs/results.md, "Speed").  The kernels here are the same rules written as loops over the trees:
-
-- ``_walk_kernel`` is ``mcts._select`` then ``mcts._add_leaves``: the same walks (PUCT in float64, in the
-  same operation order, the first of equal maxima), the same virtual loss, the same node numbers (a
-  tree's new nodes in the order of their ``(parent, action)``), and the leaves that need the network in
-  ``expand``'s order (tree, then node);
+- ``_walk_kernel`` is ``mcts._select`` then ``mcts._add_leaves``: the same walks (float64 PUCT, same
+  operation order, first of equal maxima), virtual loss, node numbers, and open leaves in ``expand``'s order;
 - ``_encode_kernel`` is ``game.encode`` of those leaves;
-- ``_backup_kernel`` is the rest of ``mcts.simulate``: the priors and values set (``evaluate_nodes``; the
-  softmax stays numpy's, so that its float32 ``exp`` is the same), ``_backup`` with the same float32 sums
-  in the same order, and ``_propagate_proofs`` walk by walk (a tree is a tree: the proofs reach the same
-  nodes in either order);
-- ``_lookup_kernel`` is ``selfplay.CachedEvaluator``'s memory as an array hash table instead of a dict
-  (the dict stays where numba does not import).
+- ``_backup_kernel`` is the rest of ``mcts.simulate``: ``evaluate_nodes`` (the softmax stays numpy's, for
+  the same float32 ``exp``), ``_backup`` (same float32 sums, same order) and ``_propagate_proofs``;
+- ``_lookup_kernel`` is ``selfplay.CachedEvaluator``'s memory as an array hash table instead of a dict.
 
-Self-play and the graded searches of ``testsets.pons`` pass the kernels to ``mcts.search``; the agent
-pasted into ``submission.py`` searches with numpy for now (a compile on its first move would be charged to
-its bank).  ``tests/test_mcts_numba.py`` holds the two searches equal, node for node and visit for visit, on fixed
-seeds, with and without virtual loss, and the two memories equal, answer for answer.
+Self-play and ``testsets.pons``'s graded searches pass the kernels to ``mcts.search``; the pasted agent
+searches with numpy.  ``tests/test_mcts_numba.py`` holds the two searches equal, node for node and visit
+for visit, and the two memories equal, answer for answer.
 """
 
 from __future__ import annotations
@@ -61,10 +51,8 @@ def _walk_kernel(visits, value_sum, prior, score_bias, children, is_expanded, pr
                  num_walks, path_node, path_action, depth, leaf, open_b, open_node):  # pragma: no cover (compiled)
     """``mcts._select`` and ``mcts._add_leaves`` over every tree; returns how many leaves need the network.
 
-    Walk ``w`` of tree ``b`` is row ``w * B + b`` of ``path_node``/``path_action int64[K*B, D]``,
-    ``depth`` and ``leaf int64[K*B]``.  The open leaves (neither expanded nor proven), distinct and
-    ordered by tree then node, go to ``open_b``/``open_node int64[K*B]``.
-    """
+    Walk ``w`` of tree ``b`` is row ``w * B + b`` of ``path_node``/``path_action int64[K*B, D]``, ``depth``
+    and ``leaf int64[K*B]``; the open leaves, distinct, by tree then node, go to ``open_b``/``open_node``."""
     bsz = root.shape[0]
     vl = np.float32(virtual_loss)
     ends = np.empty(num_walks, np.int64)
@@ -251,11 +239,9 @@ def _backup_kernel(visits, value_sum, prior, score_bias, is_expanded, proven, no
 def _lookup_kernel(keys, table_keys, table_rows, shift, next_row, rows, first):  # pragma: no cover (compiled)
     """Look up position keys ``keys uint64[M]`` in the table, adding the new ones; returns how many are new.
 
-    ``rows[i]`` is the answer's row of key ``i``; a key not in the table gets row ``next_row``,
-    ``next_row + 1``, ... in the order the new keys first appear, and ``first`` lists where each first
-    appears in ``keys``.  A key is never 0 (the empty slot): ``selfplay.position_keys`` are not.  The table
-    has ``2 ** (64 - shift)`` slots; the caller keeps it at most half full.
-    """
+    ``rows[i]`` is key ``i``'s row; new keys get rows ``next_row``, ``next_row + 1``, ... in order of first
+    appearance, ``first`` their index in ``keys``.  A key is never 0 (the empty slot).  The table has ``2 **
+    (64 - shift)`` slots; the caller keeps it at most half full."""
     last = _U(table_keys.shape[0] - 1)
     n_new = 0
     for i in range(keys.shape[0]):
@@ -336,7 +322,7 @@ compile_seconds = 0.0
 def compile_kernels(*, cache: bool = False) -> Kernels | None:
     """The kernels, compiled on the first call of the process; ``None`` where numba is missing or fails
     (``kernel_error()`` says why).  ``cache=True`` keeps the compiled code in numba's cache on disk (training's
-    worker processes start each generation); the pasted agent's file system may be read-only, so not there."""
+    workers; not the pasted agent, whose file system may be read-only)."""
     global _KERNELS, _ERROR, compile_seconds
     with _COMPILE_LOCK:
         if _KERNELS is not None or _ERROR is not None:

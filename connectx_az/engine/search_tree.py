@@ -1,11 +1,9 @@
 """The search tree as a struct of arrays, its settings, and the expansion of its nodes. numpy only.
 
 After DeepMind's mctx: ``B`` independent trees, ``N`` node slots each, ``A = 7`` actions, linked by
-index.  Statistics live on the *edges* ``[B, N, A]`` and are seen from the side to move at the
-edge's parent node.  Terminal positions are scored by the rules (``proven``, from the node's side to
-move; ``NaN`` while unknown), never by the network, which is seen only through
-``Evaluator.evaluate(obs) -> (logits, value)``.  ``mcts`` walks, backs up and searches this tree and
-names its public types too.
+index.  Statistics live on the *edges* ``[B, N, A]``, seen from the side to move at the edge's parent
+node.  Terminal positions are scored by the rules (``proven``, from the node's side to move; ``NaN``
+while unknown), never by the network, which is seen only through ``Evaluator``.
 """
 
 from __future__ import annotations
@@ -38,28 +36,14 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
-    """Search hyper-parameters.
+    """Search hyper-parameters; values on the ``[-1, 1]`` scale (loss to win), side to move at the edge's parent.
 
-    Values here are on the ``[-1, 1]`` scale (loss to win), from the side to
-    move at the edge's parent.  A constant published for a ``[0, 1]`` scale
-    (win probability, a draw at 0.5) must be converted before use; each
-    definition below says how.
-
-    ``c_puct`` weighs the prior in PUCT (Silver et al. 2017):
-    ``score = Q + c_puct * P * sqrt(max(N_parent, 1)) / (1 + N_child)``, with
-    ``N_parent`` the sum of the node's edge visits and ``P`` the prior (with
-    the root's Dirichlet noise mixed in).  On a ``[0, 1]`` value scale the same
-    balance needs half the constant: a published ``c_puct`` of 1.5 there is 3.0
-    here.
-
-    First-play urgency (Leela-style): an unvisited edge takes
-    ``Q = (the parent's mean value) - fpu_reduction``, the mean of its net
-    value and backed-up values.  A published reduction from the parent's
-    value on a ``[0, 1]`` scale doubles here (0.1 -> 0.2).
-
-    Root noise (self-play only, ``add_root_noise``): the root prior becomes
-    ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(alpha)`` over
-    the legal moves, with ``alpha = dirichlet_alpha``.
+    ``c_puct`` weighs the prior in PUCT (Silver et al. 2017): ``score = Q + c_puct * P *
+    sqrt(max(N_parent, 1)) / (1 + N_child)``, ``N_parent`` the sum of the node's edge visits.
+    First-play urgency (Leela-style): an unvisited edge takes ``Q = (the parent's mean of its net value
+    and backed-up values) - fpu_reduction``.  A constant published for a ``[0, 1]`` scale doubles here
+    (``c_puct`` 1.5 -> 3.0, a reduction 0.1 -> 0.2).  Root noise (self-play, ``add_root_noise``): the
+    root prior becomes ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(dirichlet_alpha)``.
     """
 
     num_simulations: int = 200
@@ -86,16 +70,14 @@ class SearchConfig:
 class Tree:
     """``B`` search trees of up to ``capacity`` (``N``) nodes each; node 0 of each is its first root.
 
-    Node arrays are ``[B, N]`` and edge arrays ``[B, N, A]``; an edge's statistics are seen from the
-    side to move at its parent node.  ``root`` is the node the next search starts from.
-    """
+    Node arrays are ``[B, N]``, edge arrays ``[B, N, A]``; ``root`` is where the next search starts."""
 
     # nodes [B, N]
     position: np.ndarray  #: uint64 bitboard of the side to move's stones
     mask: np.ndarray  #: uint64 bitboard of every stone
     net_value: np.ndarray  #: float32, the evaluator's value, side to move
     is_expanded: np.ndarray  #: bool, priors and net value set
-    proven: np.ndarray  #: float32 +1/0/-1 from the side to move (see the module docstring), NaN while unknown
+    proven: np.ndarray  #: float32 +1/0/-1 from the side to move, NaN while unknown
     node_visits: np.ndarray  #: float32, the sum of the node's edge ``visits``
     node_value_sum: np.ndarray  #: float32, the sum of the node's edge ``value_sum``, side to move
     # edges [B, N, A]
@@ -188,9 +170,7 @@ class Tree:
     def advance(self, index: int, cols: list[int]) -> bool:
         """Move tree ``index``'s root down the played ``cols``, keeping the subtree.
 
-        Returns False (leaving the root unchanged) when a column leads to a
-        node the tree never created; the caller then starts a new tree.
-        """
+        Returns False (the root unchanged) when a column leads to a node the tree never created."""
         node = int(self.root[index])
         for col in cols:
             child = int(self.children[index, node, col])
@@ -229,10 +209,7 @@ def expand(
     node: np.ndarray,
     evaluator: Evaluator,
 ) -> None:
-    """Evaluate nodes ``(b[i], node[i])`` in one call; set their priors and net values.
-
-    Proven (terminal) nodes are skipped: the rules score them.
-    """
+    """Evaluate nodes ``(b[i], node[i])`` in one call, setting priors and net values; proven nodes are skipped."""
     live = np.isnan(tree.proven[b, node]) & ~tree.is_expanded[b, node]
     if not live.any():
         return

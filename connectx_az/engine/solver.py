@@ -1,25 +1,14 @@
-"""Exact Connect Four solver: Pascal Pons' negamax on bitboards. Standard library only.
+"""Exact Connect Four solver: Pascal Pons' negamax on bitboards, on Python ints. Standard library only.
 
-This module is pasted verbatim into the single-file Kaggle agent after ``game``,
-so it imports nothing but the standard library and ``game``, whose board
-constants it binds to module names for its hot loops (bit ``col * 7 + row``, row
-0 at the bottom, a sentinel seventh bit per column).  The search itself runs on
-Python ints, never numpy.
+Positions are ``game``'s ``(position, mask)`` ints, ``position`` the stones of the **side to move**.
+Every score is from the side to move, in Pons' convention: winning with one's own k-th stone scores
+``22 - k`` (``(43 - plies) // 2`` for a win played at ply ``plies + 1``), ``0`` is a draw and a loss
+is the negative of the opponent's win; weak mode returns only the sign.
 
-Positions are ``(position, mask)`` Python ints: ``mask`` holds every stone,
-``position`` the stones of the **side to move**.  Every score is from the side
-to move, in Pons' convention: winning with one's own k-th stone scores
-``22 - k`` (equivalently ``(43 - plies) // 2`` for a win played at ply
-``plies + 1``), ``0`` is a draw and a loss is the negative of the opponent's
-win, so the sign tells win/draw/loss.  Weak mode returns only that sign.
-
-The search follows Pons' tutorial (http://blog.gamesolver.org): negamax with
-alpha-beta, null-window probes that narrow the score interval, a transposition
-table keyed by ``position + mask`` (unique per position) holding upper or lower
-bounds, moves ordered by the number of winning cells they create and then
-centre-first, and pruning of every move that lets the opponent win at once
-(``possible_non_losing_moves``).  The table persists across calls: its bounds
-are facts about positions, not about one search.
+As in Pons' tutorial (http://blog.gamesolver.org): alpha-beta with null-window probes, a
+transposition table keyed by ``position + mask`` holding upper or lower bounds, moves ordered by the
+winning cells they create then centre-first, and no move that lets the opponent win at once.  The
+table persists across calls: its bounds are facts about positions, not about one search.
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ _ROWS, _COLS, _NUM_CELLS = game.ROWS, game.COLS, game.NUM_CELLS
 _BOTTOM_BITS, _TOP_BITS, _COLUMN_BITS = game.BOTTOM_BITS, game.TOP_BITS, game.COLUMN_BITS
 _BOTTOM_MASK, _BOARD_MASK = game.BOTTOM_MASK, game.BOARD_MASK
 _COL_ORDER = game.CENTRE_FIRST
-_is_win = game.is_win  # the rule of four in a row; ``_winning_cells`` below is the cells that would complete one
+_is_win = game.is_win
 
 # Sort keys pack (threats, centrality, move) into one int so that a plain int sort orders moves.
 _MOVE_BITS = 49
@@ -48,11 +37,10 @@ class _OutOfBudget(Exception):
 def _winning_cells(stones: int, mask: int) -> int:
     """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
 
-    ``solver_numba._winning_cells`` is its twin for the compiled kernel (numba needs uint64 shift counts);
-    tests/test_solver.py holds both to ``game.is_win``, cell by cell.
-    """
-    # Unrolled (hot path): vertical, then for each of horizontal (shift 7) and the two
-    # diagonals (shifts 6 and 8) the cell completing a line from either end or from a gap.
+    Twin of ``solver_numba._winning_cells`` (numba needs uint64 shift counts); tests/test_solver.py holds
+    both to ``game.is_win``, cell by cell."""
+    # Unrolled (hot path): vertical, then for horizontal (shift 7) and the diagonals (6, 8) the cell
+    # completing a line from either end or from a gap.
     r = (stones << 1) & (stones << 2) & (stones << 3)
     p = (stones << 7) & (stones << 14)
     r |= p & (stones << 21)
@@ -95,12 +83,9 @@ def _num_plies(position: int, mask: int) -> int:
 
 
 def _root_order(position: int, mask: int) -> list[int]:
-    """The legal columns, wins now first, then in ``_negamax``'s move order.
+    """The legal columns, wins now first, then in ``_negamax``'s move order (inlined there: the hot loop).
 
-    ``_negamax`` orders its moves by the winning cells they create, then centre
-    first (inlined there: it is the hot loop); ``best_move`` probes the root's
-    columns in the same order, so the column that proved the score comes first.
-    """
+    ``best_move`` probes the root's columns in this order, so the column that proved the score comes first."""
     keys = []
     for rank, col in enumerate(_COL_ORDER):
         if mask & _TOP_BITS[col]:
@@ -117,12 +102,10 @@ def _sign(x: int) -> int:
 class Solver:
     """Perfect-play Connect Four solver with a persistent transposition table.
 
-    ``nodes`` counts the positions visited by the latest public call.  Every
-    public method takes a position ``(position, mask)`` seen from the side to
-    move, raises ``ValueError`` if it is malformed or the game is already over
-    (a four in a row on the board, or a full board), and returns ``None`` if the
-    ``deadline`` (a ``time.perf_counter()`` value) passes or ``max_nodes``
-    positions are visited before the answer is known.
+    ``nodes`` counts the positions visited by the latest public call.  Every public method takes
+    ``(position, mask)`` from the side to move, raises ``ValueError`` if it is malformed or the game is
+    over, and returns ``None`` if the ``deadline`` (``time.perf_counter()``) passes or ``max_nodes``
+    positions are visited first.
     """
 
     def __init__(self, *, table_size: int = 1 << 20) -> None:
@@ -167,10 +150,7 @@ class Solver:
         deadline: float | None = None,
         max_nodes: int | None = None,
     ) -> list[int | None] | None:
-        """Score of playing each of the 7 columns (``None`` for a full column), side to move's view.
-
-        The position's own score is the maximum.  ``weak`` gives signs only.
-        """
+        """Score of playing each of the 7 columns (``None`` for a full column), side to move; ``weak``: signs."""
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
         scores: list[int | None] = []
@@ -201,13 +181,9 @@ class Solver:
     ) -> tuple[int, int] | None:
         """``(col, score)``: a 0-based column reaching the position's exact score, and that score.
 
-        With ``weak`` the score is only its sign (-1/0/+1) and the column one that
-        keeps that result (a win, a draw), usually far cheaper to prove.  A win now
-        is played at once.  Otherwise the columns are probed in the order the
-        search tries moves (``_root_order``), so the move that proved the score
-        is found again from the table instead of being re-proven: the first one
-        in that order that reaches the score is chosen.
-        """
+        With ``weak`` the score is its sign (-1/0/+1) and the column one that keeps that result.  A win
+        now is played at once; otherwise the first column in ``_root_order`` that reaches the score (found
+        again from the table, not re-proven)."""
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
         try:

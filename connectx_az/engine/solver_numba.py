@@ -1,41 +1,21 @@
 """The exact solver compiled by numba, with the pure-Python ``solver.Solver`` as its fallback.
 
-This module is meant to be pasted into the single-file Kaggle agent like
-``solver.py``: at the top level it imports only the standard library, numpy,
-``game`` and ``solver``; numba is imported inside ``compile_kernel`` alone, so the module
-loads and ``make_solver`` still hands back a working (pure-Python) solver where
-numba is missing or its compiler fails.
+numba is imported inside ``compile_kernel`` alone, so where it is missing or fails ``make_solver``
+hands back the pure-Python solver.  Positions and scores follow ``solver``'s conventions.
 
-Conventions are ``solver.py``'s: a position is ``(position, mask)`` (bit
-``col * 7 + row``, ``position`` the stones of the **side to move**), every
-score is from the side to move in Pons' convention (winning with one's own k-th
-stone scores ``22 - k``, ``0`` a draw, a loss the negative of the opponent's
-win; weak mode returns the sign alone).
+``CompiledSolver`` replaces only ``solver.Solver._negamax`` by ``_negamax_kernel``: the root logic
+(immediate wins, the null-window probes of ``solve``, ``best_move``, ``move_scores``) is the same
+Python code, so both solvers give the same scores.  The kernel is Pons' search on an explicit stack
+(at most 42 frames) that stops at once when its node budget runs out; compiled code cannot read a
+clock cheaply, so it runs in slices sized by the measured node rate to last about ``SLICE_SECONDS``,
+Python checking the deadline between them (a stopped slice keeps its stored bounds).
 
-``CompiledSolver`` subclasses ``solver.Solver`` and replaces only its inner
-null-window search (``_negamax``) by ``_negamax_kernel``, one function compiled
-once per process: the root logic (immediate wins, the null-window probes of
-``solve``, ``best_move`` and ``move_scores``) is the tested Python code, so both
-solvers give the same scores.  The kernel is Pons' search without recursion
-(an explicit stack of at most 42 frames): numba compiles it and one helper
-(``_winning_cells``) only, and it stops at once when its node budget runs out.
-
-Budgets: compiled code cannot read a clock cheaply, so the kernel runs in
-slices of a node budget sized from the measured node rate to last about
-``SLICE_SECONDS``; between slices Python checks the deadline.  A stopped slice
-keeps the bounds it stored, so the next slice re-walks the finished subtrees
-through the table, for a small share more nodes than one long call.
-
-Transposition table: ``table_size`` (a power of two) ``uint64`` entries in
-buckets of two, each entry packing the key (``position + mask``, 49 bits, so a
-hit is exact), the bound's kind and score, and the log2 of the nodes its
-subtree took.  Replacement as in Tromp's Fhourstones: the first slot keeps the
-costlier of two entries (a cheaper new entry goes to the second slot, a
-costlier one demotes the old entry there), which keeps the expensive proofs a
-small table would lose under Pons' always-replace.  Keys are mirror-symmetric
-(``min(key, mirror(key))``): a position and its reflection share an entry, for a
-few operations a node.  The measurements behind these choices: ``docs/agent.md``,
-*The figures behind the constants*.
+Transposition table: ``uint64`` entries (a power of two) in buckets of two, each packing the key
+(``position + mask``, 49 bits: a hit is exact), the bound's kind and score, and the log2 of the nodes
+its subtree took.  Replacement as in Tromp's Fhourstones: the first slot keeps the costlier of two
+entries, the other goes to the second slot, so a small table keeps its expensive proofs.  Keys are
+mirror-symmetric (``min(key, mirror(key))``): a position and its reflection share an entry.
+The measurements behind these choices: ``docs/agent.md``, *The figures behind the constants*.
 """
 
 from __future__ import annotations
@@ -89,9 +69,8 @@ _NODES, _LIMIT, _STOPPED = 0, 1, 2
 def _winning_cells(stones: np.uint64, mask: np.uint64) -> np.uint64:
     """Empty cells (possibly not yet playable) that would give ``stones`` four in a row.
 
-    ``solver._winning_cells`` on numpy scalars, for numba to compile: the same shifts, as uint64 counts
-    (``_S1``...); tests/test_solver.py holds both to ``game.is_win``, cell by cell.
-    """
+    Twin of ``solver._winning_cells`` on numpy scalars (uint64 shift counts) for numba; tests/test_solver.py
+    holds both to ``game.is_win``, cell by cell."""
     r = (stones << _S1) & (stones << _S2) & (stones << _S3)
     p = (stones << _S7) & (stones << _S14)
     r |= p & (stones << _S21)
@@ -118,12 +97,9 @@ def _negamax_kernel(position: np.uint64, mask: np.uint64, plies: int, alpha: int
                     table: np.ndarray, stats: np.ndarray) -> int:
     """Fail-soft score bound within ``(alpha, beta)`` of a position whose side to move cannot win at once.
 
-    The same search as ``solver.Solver._negamax``, frame ``d`` of the explicit
-    stack being the position ``d`` plies below the root.  ``table``:
-    ``uint64[2^k]`` entries (see the module docstring); ``stats``:
-    ``int64[3]`` of nodes visited (updated), the node count at which to stop,
-    and a flag set to 1 when it stopped (the returned score is then meaningless).
-    """
+    ``solver.Solver._negamax`` on an explicit stack, frame ``d`` the position ``d`` plies below the root.
+    ``table``: ``uint64[2^k]`` entries; ``stats``: ``int64[3]`` of nodes visited (updated), the node count
+    at which to stop, and a flag set to 1 when it stopped (the returned score is then meaningless)."""
     num_bits = 0
     while (2 << num_bits) <= table.shape[0]:
         num_bits += 1
@@ -151,7 +127,7 @@ def _negamax_kernel(position: np.uint64, mask: np.uint64, plies: int, alpha: int
     entering = True
     while True:
         if entering:
-            # ---- a node: the same early exits, bounds and move order as solver.Solver._negamax
+            # ---- a node: solver.Solver._negamax's early exits, bounds and move order
             nodes += 1
             if nodes > limit:
                 stats[_NODES] = nodes
@@ -312,10 +288,8 @@ _KERNEL_KEY = hashlib.sha256(marshal.dumps(
 def _process_cache() -> dict:
     """Compiled kernels kept for the process by ``_KERNEL_KEY``, shared by every copy of this module.
 
-    Kaggle executes ``submission.py`` again for every game, which makes a fresh
-    copy of this module: a process that plays several games then compiles once.
-    ``forget_compiled`` empties it (a fresh process's first move).
-    """
+    Kaggle executes ``submission.py`` again for every game (a fresh copy of this module): a process
+    compiles once."""
     cache = sys.modules.get(KERNEL_CACHE_MODULE)
     if cache is None:
         cache = sys.modules[KERNEL_CACHE_MODULE] = types.ModuleType(KERNEL_CACHE_MODULE)
@@ -337,9 +311,8 @@ def cached_kernel() -> Callable | None:
 
 def compile_kernel() -> Callable | None:
     """The compiled ``_negamax_kernel``, compiled on the first call of the process; ``None`` if numba is
-    missing or its compile fails (``kernel_error()`` says why).  No cache on disk: Kaggle's file system is
-    read-only; the process keeps it (``cached_kernel``).  Thread-safe: a second caller waits for the first
-    compile."""
+    missing or fails (``kernel_error()`` says why).  No cache on disk (Kaggle's file system is read-only);
+    thread-safe."""
     global _KERNEL, _KERNEL_ERROR, compile_seconds
     with _COMPILE_LOCK:
         if cached_kernel() is not None or _KERNEL_ERROR is not None:
@@ -371,11 +344,7 @@ def kernel_error() -> str | None:
 def compile_in_background() -> threading.Thread:
     """Start ``compile_kernel`` in a daemon thread and return it (``make_solver`` finds the result).
 
-    The compile holds the GIL nearly throughout: measured on one core, it took
-    about 3.9 s instead of 1.3 s while the main thread ran the Python solver at
-    57% of its speed, and a second (busy) core did not help.  It overlaps only
-    with time the main thread spends waiting, e.g. between two moves.
-    """
+    The compile holds the GIL nearly throughout: it overlaps only with time the main thread spends waiting."""
     thread = threading.Thread(target=compile_kernel, name="solver-compile", daemon=True)
     thread.start()
     return thread
@@ -384,14 +353,9 @@ def compile_in_background() -> threading.Thread:
 class CompiledSolver(solver.Solver):
     """``solver.Solver`` whose inner search runs compiled: same methods, arguments and scores.
 
-    ``kernel`` is what ``compile_kernel`` returns.  ``table_size`` is rounded
-    down to a power of two (at least 4) ``uint64`` entries (8 bytes each).  The
-    default, 2^18 entries (2 MiB), fits a core's L2 cache: on the development
-    machine larger tables saved a few percent of the nodes but halved the node
-    rate (cache misses), on Begin-Hard too.  ``deadline`` is honoured to within
-    about ``SLICE_SECONDS`` plus one slice's timing error.  ``nodes`` counts the
-    positions visited, re-walks after a stopped slice included.
-    """
+    ``kernel`` is what ``compile_kernel`` returns.  ``table_size`` is rounded down to a power of two (at
+    least 4) of ``uint64`` entries; the default (2 MiB) fits a core's L2 cache.  ``deadline`` is honoured to
+    within about ``SLICE_SECONDS``; ``nodes`` counts re-walks after a stopped slice too."""
 
     def __init__(self, kernel: Callable, *, table_size: int = 1 << 18) -> None:
         super().__init__(table_size=table_size)
@@ -434,12 +398,9 @@ class CompiledSolver(solver.Solver):
 def make_solver(*, table_size: int | None = None, wait: bool = True) -> solver.Solver:
     """A ``CompiledSolver`` if numba compiles the kernel, else the pure-Python ``solver.Solver``.
 
-    ``table_size``: entries of the table (``None``: each solver's own default).
-    The first call of the process compiles (about 1.5-2.5 s, see
-    ``compile_seconds``) unless ``compile_in_background`` already did; with
-    ``wait=False`` a compile running in another thread is not waited for (the
-    pure-Python solver is returned meanwhile; ask again on a later move).
-    """
+    ``table_size``: entries of the table (``None``: each solver's own default).  The first call of the
+    process compiles (``compile_seconds``; docs/results.md, *Speed*) unless ``compile_in_background`` did;
+    with ``wait=False`` a compile running in another thread is not waited for (pure Python meanwhile)."""
     kernel = cached_kernel()
     if kernel is None and (wait or not _COMPILE_LOCK.locked()):
         kernel = compile_kernel()
