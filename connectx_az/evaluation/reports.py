@@ -1,13 +1,11 @@
 """The shapes and tables of the evaluation commands' reports: what ``cli`` prints, as lines and JSON cells.
 
-``eval pons --json`` writes one object ``{mode: {set: cell}}``: a mode is ``policy``, ``mcts<N>``,
-``value``, ``value_children`` or a submission's label (``submission@2s``, ``NAME@2s+30s/kaggle``);
-a cell is ``grade_cell`` of one set's grade, ``{"n", "mistake_rate", "strict_rate", "mistakes"}``
-(or ``{"n", "accuracy", "mistakes"}`` for the value head; ``mistakes`` are the positions' indexes in
-the set), with ``control``, ``only_this_right`` and ``only_control_right`` added where a mode is
-paired with a control.  ``eval show`` and ``eval paired`` read those files back (``load_graded``,
-``graded_mode``; ``ReportError`` for a file of another shape).  Each ``*_table`` returns the lines
-to print; nothing here prints.
+``eval pons --json`` writes one object ``{mode: {set: cell}}``: a mode is ``policy``, ``mcts<N>``, ``value``,
+``value_children`` or a submission's label (``submission@2s``, ``NAME@2s+30s/kaggle``); a cell is ``grade_cell`` of
+one set's grade, ``{"n", "mistake_rate", "strict_rate", "mistakes"}`` (for the value head ``{"n", "accuracy",
+"mistakes"}``; ``mistakes`` are the positions' indexes in the set), with ``control``, ``only_this_right`` and
+``only_control_right`` added where a mode is paired with a control.  ``eval show`` and ``eval paired`` read those
+files back (``load_graded``, ``graded_mode``).  Each ``*_table`` returns the lines to print; nothing here prints.
 """
 
 from __future__ import annotations
@@ -204,10 +202,7 @@ def value_table(graded: dict[str, list[Any]], bands: Sequence[float]) -> list[st
 
 
 def validate_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The lines of ``validate``'s table, a row per opponent and seat (``ValidationResult.as_dict`` rows).
-
-    The backend and solver columns are as wide as their longest entry ("onnxruntime", "numba,python").
-    """
+    """The lines of ``validate``'s table, a row per opponent and seat (``kaggle_io.SeatResult.as_dict`` rows)."""
     backends = [",".join(r["backends"]) or "-" for r in rows]
     solvers = [",".join(r["solvers"]) or "-" for r in rows]
     bw, sw = (max(map(len, [head, *cells])) + 2 for head, cells in (("backend", backends), ("solver", solvers)))
