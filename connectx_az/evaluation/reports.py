@@ -107,12 +107,17 @@ def grades_table(rows: dict[str, dict], compare: str | None) -> list[str]:
     return lines
 
 
-def load_graded(path: str | Path) -> dict[str, dict]:
-    """The object of an ``eval pons --json`` output; ``ReportError`` for an unreadable file or another shape."""
+def _read_json(path: str | Path) -> Any:
+    """The JSON in ``path``; ``ReportError`` where it cannot be read."""
     try:
-        table = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ReportError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+
+
+def load_graded(path: str | Path) -> dict[str, dict]:
+    """The object of an ``eval pons --json`` output; ``ReportError`` for an unreadable file or another shape."""
+    table = _read_json(path)
     if not isinstance(table, dict) or not all(isinstance(row, dict) and all(map(is_grade, row.values()))
                                               for row in table.values()):
         raise ReportError(f"{path} is not the output of `eval pons --json`")
@@ -138,10 +143,7 @@ def graded_mode(spec: str) -> tuple[str, dict]:
     """``(label, rows)`` for ``FILE[:MODE]``: one mode of an ``eval pons --json`` output (MODE may be left out
     when the file holds one).  ``ReportError`` where the file or the mode is not there."""
     path, _, mode = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+    table = _read_json(path)
     if not isinstance(table, dict) or not table:
         raise ReportError(f"{path} is not the output of `eval pons --json`")
     if not mode:
