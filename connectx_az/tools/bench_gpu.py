@@ -291,11 +291,9 @@ def _forward_times(cfg: CheckConfig) -> dict[str, Any]:
 
 
 def _generations(ctx: _Context) -> dict[str, Any]:
-    from connectx_az.training import config, runs, sizing, train
+    from connectx_az.training import config, devices, runs, sizing, train
 
     cfg = ctx.config
-    from connectx_az.training import devices
-
     run_config = config.make_config(cfg.preset, overrides=[f"device={cfg.device}"])
     run_config = sizing.sized(run_config, cores=devices.available_cores(),
                               gpu=devices.resolve_device(cfg.device).type == "cuda")

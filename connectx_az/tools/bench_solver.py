@@ -30,12 +30,8 @@ def _nodes_text(nodes: int | None) -> str:
 
 #: the budgets (seconds a position) whose proven shares ``bench_solver`` reports
 SOLVER_BUDGETS = (0.5, 1.3, 5.0)
-
-
 #: the Pons sets ``bench_solver`` proves by default
 SOLVER_SETS = ("Begin-Medium", "Begin-Hard")
-
-
 _COMPILE_PROBE = bench.probe_source("compile")
 
 

@@ -20,24 +20,12 @@ from pathlib import Path
 from connectx_az.engine import game
 
 STATE_MAGIC = b"CXAZBKST"
-
-
 STATE_VERSION = 1
-
-
 _STATE_HEADER = struct.Struct("<8sHBBBxdQ")
-
-
 _RECORD = struct.Struct("<QbbBBIII")
-
-
 _RECORD_BODY = _RECORD.size - 4  # the bytes the crc covers
-
-
 #: ``Entry.score`` when the exact score was not sought or not found within the budget
 NO_SCORE = -128
-
-
 _FSYNC_SECONDS = 10.0
 
 
