@@ -1,9 +1,7 @@
-"""Matches between players: a referee on ``game.py`` bitboards, round-robin tournaments, Elo.
+"""Matches between players in Kaggle's agent shape (``players.Player``): a referee, round robins, Elo ratings.
 
-Players are in Kaggle's agent shape (``players.Player``).  ``play_game`` referees
-one game by Kaggle's rules and clock; ``round_robin`` plays every pair, both seats
-per opening; ``elo_ratings`` fits Bradley-Terry ratings with bootstrap confidence
-intervals.
+``play_game`` referees one game on ``game.py`` bitboards by Kaggle's rules and clock; ``round_robin`` plays every
+pair, both seats per opening; ``elo_ratings`` fits Bradley-Terry ratings with bootstrap confidence intervals.
 """
 
 from __future__ import annotations
@@ -27,11 +25,9 @@ from connectx_az.evaluation.players import Player
 class GameResult:
     """One refereed game.
 
-    ``score`` is the first mover's: 1 win, 0.5 draw, 0 loss.  ``reason`` says
-    how it ended: ``"four in a row"``, ``"draw"``, ``"illegal move ..."``,
-    ``"error ..."`` or ``"timeout ..."`` (the last three lose for the player
-    named in them).  ``opening`` holds the columns played at random before the
-    players took over; ``num_plies`` counts them too.
+    ``score`` is the first mover's: 1 win, 0.5 draw, 0 loss.  ``reason``: ``"four in a row"``, ``"draw"``,
+    ``"illegal move ..."``, ``"error ..."`` or ``"timeout ..."`` (the last three lose for the player named in them).
+    ``opening``: the columns played at random before the players took over, counted in ``num_plies``.
     """
 
     first: str
@@ -61,12 +57,10 @@ def play_game(first: Player, second: Player, *, names: tuple[str, str] = ("first
               overage: float | None = None) -> GameResult:
     """Referee one game between two players after the 0-based ``opening`` columns.
 
-    Kaggle's rules: a move that raises, is not an integer, or is not a legal
-    column loses, and so does overdrawing the overage bank (``overage`` seconds,
-    default ``OVERAGE_PER_ACT_SECOND * act_timeout``; every move's time beyond
-    ``act_timeout`` is taken from it).  A slow move is judged after it returns:
-    nothing here interrupts a player.  Players with a ``reset()`` method get it
-    called first.  Raises ``ValueError`` for an opening that is illegal or ends
+    Kaggle's rules: a move that raises, is not an integer or is not a legal column loses, and so does overdrawing
+    the overage bank (``overage`` seconds, default ``OVERAGE_PER_ACT_SECOND * act_timeout``), from which each move's
+    time beyond ``act_timeout`` is taken.  A slow move is judged after it returns: nothing interrupts a player.  A
+    player's ``reset()``, where it has one, is called first.  ``ValueError`` for an opening that is illegal or ends
     the game.
     """
     players = (first, second)
@@ -129,12 +123,10 @@ def round_robin(players: Mapping[str, Player], games_per_pair: int, *, act_timeo
                 on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
     """Every pair of ``players`` plays ``games_per_pair`` games; returns them in playing order.
 
-    Games come in twos from one random opening of ``opening_plies`` moves (so
-    that deterministic players do not repeat one game), the players swapping
-    seats between the two; pairs follow the mapping's order.  Everything random
-    (openings, and Python's global ``random`` that kaggle's built-in agents
-    use, seeded per game and restored afterwards) derives from ``seed``.  See
-    ``play_game`` for the rules and the clock.
+    Games come in twos from one random opening of ``opening_plies`` moves, the seats swapped between the two (so
+    that deterministic players do not repeat one game); pairs follow the mapping's order.  Everything random (the
+    openings, and Python's global ``random`` that kaggle's built-in agents use, seeded per game and restored after)
+    derives from ``seed``.  Rules and clock: ``play_game``.
     """
     if len(players) < 2:
         raise ValueError(f"a round robin needs at least two players, got {len(players)}")
@@ -168,11 +160,8 @@ def round_robin(players: Mapping[str, Player], games_per_pair: int, *, act_timeo
 
 @dataclass(frozen=True)
 class Rating:
-    """A player's line of the ratings table.
-
-    ``score`` is the fraction of points won (draws count half); ``elo`` and its
-    95% interval ``[ci_low, ci_high]`` are on the Elo scale (400 = 10:1 odds).
-    """
+    """A player's line of the ratings table: ``score`` the fraction of points won (draws half); ``elo`` and its 95%
+    interval ``[ci_low, ci_high]`` on the Elo scale (400 = 10:1 odds)."""
 
     name: str
     num_games: int
@@ -190,11 +179,10 @@ def _fit_bradley_terry(points: np.ndarray, games: np.ndarray, *, tol: float = 1e
                        max_iter: int = 100_000) -> np.ndarray:
     """``float64[R, P]`` log-strengths (mean 0) of ``R`` Bradley-Terry fits at once.
 
-    ``points[r, a, b]`` is what ``a`` scored against ``b`` and ``games[r, a, b]``
-    the games they played (symmetric), each for resample ``r``.  Hunter's (2004)
-    minorize-maximize update ``gamma_a = W_a / sum_b n_ab / (gamma_a + gamma_b)``
-    climbs the likelihood at every step; every player needs some points and
-    some losses, which the caller's virtual draws guarantee.
+    ``points[r, a, b]``: what ``a`` scored against ``b`` in resample ``r``; ``games[r, a, b]``: the games they
+    played (symmetric).  Hunter's (2004) minorize-maximize update ``gamma_a = W_a / sum_b n_ab / (gamma_a +
+    gamma_b)`` climbs the likelihood at every step; every player needs some points and some losses, which the
+    caller's virtual draws guarantee.
     """
     wins = points.sum(axis=2)
     gamma = np.ones(wins.shape)
@@ -213,19 +201,13 @@ def elo_ratings(results: Sequence[GameResult], *, anchor: str | None = None, pri
                 num_bootstrap: int = 200, seed: int = 0) -> list[Rating]:
     """Bradley-Terry (Elo) ratings of the players in ``results``, best first.
 
-    Draws count as half a win to each side.  Each pair that met is credited
-    with ``prior_draws`` virtual draws (as bayeselo's prior does), so that a
-    clean sweep gives a finite rating.  Ratings are shifted so that ``anchor``
-    (when it played) is 0, else so that they average 0.
-
-    The 95% intervals come from a parametric bootstrap, as Ordo's simulations:
-    ``num_bootstrap`` tournaments (seeded by ``seed``) replay every pair's
-    number of games with outcomes drawn from the fitted ratings (expected
-    score ``1 / (1 + 10 ** (-diff / 400))``, the pair's observed draw rate where
-    that expectation allows it) and are fitted again; the interval spans the
-    2.5th to 97.5th percentile.  Resampling the games themselves would give a
-    zero-width interval to every clean sweep, common in this arena.  Raises
-    ``ValueError`` for no games or ``prior_draws <= 0``.
+    Draws count half to each side.  Each pair that met gets ``prior_draws`` virtual draws (bayeselo's prior), so a
+    clean sweep has a finite rating.  Ratings are shifted so that ``anchor`` (where it played) is 0, else to average
+    0.  The 95% intervals come from a parametric bootstrap, as Ordo's: ``num_bootstrap`` tournaments (seeded by
+    ``seed``) replay each pair's games with outcomes drawn from the fitted ratings (expected score ``1 / (1 + 10 **
+    (-diff / 400))``, at the pair's observed draw rate where that allows) and are fitted again; the interval spans
+    their 2.5th to 97.5th percentiles.  Resampling the games themselves would give every clean sweep a zero-width
+    interval.  ``ValueError`` for no games or ``prior_draws <= 0``.
     """
     if not results:
         raise ValueError("no games to rate")

@@ -1,28 +1,15 @@
 """A built submission against a perfect opponent, every move of the file checked by the solver afterwards.
 
-``duel`` plays games between a built ``submission.py`` and the project's exact solver under Kaggle's
-clock, the seats alternating.  The file runs in a child interpreter that imitates Kaggle's agent
-sandbox (``kaggle_io.sandbox_prelude``: the package and the runtime's hidden packages cannot be
-imported; one core), a fresh one each game, so every game pays for executing the file and, where
-numba imports, compiling its solver (the worst case, as ``kaggle_io.validate``).  The child times
-each call itself (the first includes executing the file); the parent keeps the overage bank
-(``remainingOverageTime``), charges it each move's time beyond ``actTimeout``, and cuts off a move
-that runs past what the bank holds, as Kaggle's servers do.
+``duel`` plays a built ``submission.py`` against the exact solver (``oracle``) under Kaggle's clock, the seats
+alternating.  Each game runs the file in a fresh child interpreter (``duel_child``) that imitates Kaggle's agent
+sandbox (``kaggle_io.sandbox_prelude``: the package and the runtime's hidden packages blocked; one core), so every
+game pays for executing the file and, where numba imports, compiling its solver.  The child times each call (the
+first includes executing the file); the parent keeps the overage bank, charges it each move's time beyond
+``actTimeout``, and cuts off a move that runs past what the bank holds, as Kaggle's servers do.
 
-The opponent (``opponent_move``) plays, with probability ``noise``, a uniformly random legal column;
-otherwise a column that keeps the position's result (win, draw or loss: the solver's weak result),
-chosen at random among those, and in a lost position the one that loses slowest (exact scores).  After
-each game every move of the file is checked (``check_move``): a move loses value when it leaves the
-file a worse result than the position held.
-
-Results come from ``Oracle``: the solver within a node budget per position, through ``SolvedCache``,
-a file of solved positions keyed by the mirror-canonical key, so that the positions games share (the
-openings above all) are solved once.  A position the solver cannot prove within the budget stays
-unproven: the opponent then plays its best known column (and the move is counted as unproven), and a
-move of the file there is reported as unchecked, never as kept.
-
-Conventions: ``col`` is 0-based; move strings are in Pons' notation (1-based columns from the empty
-board); a *result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``).
+The opponent is ``oracle.opponent_move``.  After each game every move of the file is checked
+(``oracle.check_move``): a move loses value when it leaves the file a worse result than the position held; a move
+the solver cannot prove either way within its budget is unchecked, never kept.  Conventions as in ``oracle``.
 """
 
 from __future__ import annotations
@@ -47,7 +34,7 @@ from connectx_az.engine import game
 from connectx_az.evaluation import kaggle_io
 from connectx_az.evaluation import oracle as referee
 
-#: node budget of one position's proof (the compiled solver's 10-17 M nodes a second make it a minute or two)
+#: node budget of one position's proof (the compiled solver's rate: docs/results.md, *Speed*)
 DEFAULT_MAX_NODES = 1_000_000_000
 #: seconds a move may run past what its clock and bank allow before the duel cuts it off (the verdict is
 #: the child's own timing; the cut-off only ends a file that hangs)
@@ -117,14 +104,13 @@ class _FileProcess:
 class DuelGame:
     """One game of the file against the perfect opponent, from the file's side.
 
-    ``seat`` 1 when the file plays the first player's stones; ``moves`` the game's columns in Pons'
-    notation (the opening included); ``result`` +1 win, 0 draw, -1 loss; ``reason`` ``"four in a
-    row"``, ``"draw"`` or ``"timeout by file"`` (a move that raises or is illegal stops the duel:
-    ``DuelError``); ``checks`` one ``MoveCheck`` per move of the file; ``move_seconds`` the file's seconds per
-    move (the first includes executing the file) and ``move_plies`` the ply of each; ``bank_used`` its
-    seconds beyond ``actTimeout`` in all; ``opponent`` the opponent's moves by kind
-    (``OPPONENT_KINDS``); ``first_won_ply`` the first ply at which the file was to move in a proven
-    won position (``None``: never); ``solver`` and ``backend`` what the file's agent reported.
+    ``seat`` 1 when the file moves first; ``moves`` the game's columns in Pons' notation, opening included;
+    ``result`` +1 win, 0 draw, -1 loss; ``reason`` ``"four in a row"``, ``"draw"`` or ``"timeout by file"`` (a move
+    that raises or is illegal stops the duel: ``DuelError``); ``checks`` one ``MoveCheck`` per move of the file;
+    ``move_seconds`` its seconds per move (the first includes executing the file) at plies ``move_plies``;
+    ``bank_used`` its seconds beyond ``actTimeout`` in all; ``opponent`` the opponent's moves by kind
+    (``OPPONENT_KINDS``); ``first_won_ply`` the first ply the file was to move in a proven won position (``None``:
+    never); ``solver`` and ``backend`` what the file's agent reported.
     """
 
     index: int
@@ -321,14 +307,13 @@ def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: 
          on_game: Callable[[DuelGame], None] | None = None) -> DuelReport:
     """Play ``games_per_seat`` games a seat (seats alternating, the file first in game 0) and check them.
 
-    ``submission`` runs as Kaggle runs it, in the ``runtime`` of ``kaggle_io.RUNTIMES``, with
-    ``act_timeout`` seconds a move and ``bank`` seconds of overage (default 30 per second of
-    ``act_timeout``: Kaggle's 60 s).  Every game starts after ``opening`` (Pons string) and draws its
-    randomness from ``seed`` and its index.  ``cache_path`` is the ``SolvedCache`` file (``None``: in
-    memory).  ``on_game`` is called after each game.  Raises ``FileNotFoundError`` for a missing file
-    and ``DuelError`` for a file that does not execute as a submission, a bad opening or cache, and at the
-    file's first broken move (its agent raises, or answers anything but a legal column as a plain int),
-    the message naming the game, the ply and the exception or the answer.
+    ``submission`` runs as Kaggle runs it, in ``runtime`` (``kaggle_io.RUNTIMES``), with ``act_timeout`` seconds a
+    move and ``bank`` seconds of overage (default ``OVERAGE_PER_ACT_SECOND * act_timeout``).  Every game starts after
+    ``opening`` (Pons string) and draws its randomness from ``seed`` and its index.  ``cache_path``: the
+    ``SolvedCache`` file (``None``: in memory).  ``on_game`` is called after each game.  ``FileNotFoundError`` for a
+    missing file; ``DuelError`` for a file that is not a submission, a bad opening or cache, and at the file's first
+    broken move (its agent raises, or answers anything but a legal column as a plain int), naming the game, the ply
+    and the exception or the answer.
     """
     submission = Path(submission)
     if not submission.is_file():

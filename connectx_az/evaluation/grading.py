@@ -1,16 +1,9 @@
 """Grading a network or a built file against the Pons sets (``testsets.pons``): ``eval pons``'s work.
 
-``value_accuracy`` grades a network's value head: its W/D/L class (``wdl_class``: above 1/3 a
-win, below -1/3 a loss, else a draw, for the side to move) against the true result, on each set's
-positions (``pons.load_results``: for Begin-Hard all 1,000 of the raw file, which gives results
-only) or on the positions one move after them (``child_results``: the annotated positions only).
-Each result keeps which positions it got right, for paired comparisons of two models
-(``compare``).  ``value_calibration`` says why a class is wrong: the confusion of classes, the mean
-value of each true result, the accuracy at narrower draw bands, and how often the value's sign is
-right where the result is decisive.
-
-``grade_model`` is ``eval pons``'s grading of a network (raw policy, MCTS, value head) and
-``submissions_mistake_rates`` grades built ``submission.py`` files under the Kaggle clock.
+``grade_model`` grades a network (raw policy, MCTS, value head), ``submissions_mistake_rates`` built
+``submission.py`` files under the Kaggle clock.  The value head is graded by its W/D/L class (``wdl_class``, side to
+move) against the true result (``value_accuracy``); ``value_calibration`` says why a class is wrong.  Each result
+keeps which positions it got right, for paired comparisons of two models (``compare``, ``paired``).
 """
 
 from __future__ import annotations
@@ -65,9 +58,8 @@ def wdl_class(value: np.ndarray, threshold: float = WDL_THRESHOLD) -> np.ndarray
 def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int]]:
     """``(position, mask, result)`` after each legal move of each position, in order.
 
-    ``result`` is for the child's side to move (the negated sign of the
-    move's score).  Moves that end the game are left out: the rules score
-    those positions, never the network.
+    ``result`` is for the child's side to move (the negated sign of the move's score).  Moves that end the game are
+    left out: the rules score those positions, never the network.
     """
     children = []
     for p in positions:
@@ -105,9 +97,8 @@ def value_accuracy(evaluator: search_tree.Evaluator, *, children: bool = False, 
                    sets: list[str] | None = None, on_set: Callable[[], None] | None = None) -> list[ValueResult]:
     """The value head's W/D/L accuracy on each set; ``on_set()`` after each set.
 
-    On the set's positions (``load_results``: Begin-Hard's 1,000), or with
-    ``children`` on the positions one move after the annotated ones
-    (``child_results``).  ``limit`` caps the positions read from each file.
+    On the set's positions (``load_results``: Begin-Hard's 1,000, results only), or with ``children`` on the
+    positions one move after the annotated ones (``child_results``).  ``limit`` caps the positions read from each file.
     """
     results = []
     for name in sets or list(SETS):
@@ -132,11 +123,10 @@ VALUE_BANDS = (WDL_THRESHOLD, 0.2, 0.1, 0.05)
 class ValueCalibration:
     """Where a value head's values sit against the true results of set ``name`` (side to move).
 
-    ``confusion[t][c]`` counts the positions of true result ``t - 1`` (loss, draw, win) that
-    ``wdl_class`` reads as ``c - 1``; ``mean_value`` is the mean value of each true result (NaN
-    where a set has none); ``band_accuracy`` pairs each draw band ``b`` (a win above ``b``, a loss
-    below ``-b``) with the W/D/L accuracy it gives; ``sign_accuracy`` is how often the value's sign
-    matches a decisive result (NaN without one).
+    ``confusion[t][c]`` counts the positions of true result ``t - 1`` (loss, draw, win) that ``wdl_class`` reads as
+    ``c - 1``; ``mean_value`` is the mean value of each true result (NaN where a set has none); ``band_accuracy`` pairs
+    each draw band ``b`` (a win above ``b``, a loss below ``-b``) with the W/D/L accuracy it gives; ``sign_accuracy``
+    is how often the value's sign matches a decisive result (NaN without one).
     """
 
     name: str
@@ -181,11 +171,9 @@ def value_calibrations(evaluator: search_tree.Evaluator, *, children: bool = Fal
 
 @dataclass(frozen=True)
 class Paired:
-    """Two agents graded on the same positions of set ``name``: how many of the ``num_positions``
-    the first got right and the second did not (``only_first``), and the reverse (``only_second``).
-
-    With mistake rates "right" means no mistake; with value results, the right W/D/L class.
-    """
+    """Two agents graded on the same positions of set ``name``: how many of the ``num_positions`` the first got right
+    and the second did not (``only_first``), and the reverse (``only_second``).  Right: no mistake, or for value
+    results the right W/D/L class."""
 
     name: str
     num_positions: int
@@ -196,8 +184,8 @@ class Paired:
 def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> Paired:
     """The paired comparison of two results of the same kind on the same positions.
 
-    Raises ``ValueError`` when they are not comparable (other set, kind or number of positions,
-    or a result without its per-position record).
+    ``ValueError`` when they are not comparable (other set, kind or number of positions, or a result without its
+    per-position record).
     """
     def right(r: SetResult | ValueResult) -> tuple[bool, ...]:
         return r.is_correct if isinstance(r, ValueResult) else tuple(not m for m in r.is_mistake)
@@ -214,11 +202,9 @@ def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> 
 def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
     """``compare`` for two gradings saved as ``eval pons --json`` rows, per set both graded.
 
-    ``a`` and ``b`` map a set's name to a row (``n`` and ``mistakes``, the
-    indices of the positions answered with a mistake; both graded on the same
-    first ``n`` positions).  Returns, per set, ``n``, ``only_a`` (positions
-    ``a`` gets wrong and ``b`` right), ``only_b`` and ``both``.  Raises
-    ``ValueError`` when the position counts differ.
+    ``a`` and ``b`` map a set's name to a row (``n`` and ``mistakes``, the indices of the positions answered with a
+    mistake, both graded on the same first ``n`` positions).  Per set: ``n``, ``only_a`` (positions ``a`` gets wrong
+    and ``b`` right), ``only_b`` and ``both``.  ``ValueError`` when the position counts differ.
     """
     out = {}
     for name in [n for n in a if n in b]:
@@ -240,10 +226,9 @@ def grade_model(evaluator: search_tree.Evaluator, *, sims: Sequence[int], limit:
                 on_evals: Callable[[int], None] | None = None) -> dict[str, list[SetResult] | list[ValueResult]]:
     """``eval pons``'s grades of a network: mode -> one grade a set.
 
-    The modes: ``policy`` (the raw policy), ``mcts<N>`` for each of ``sims`` (``search_mistake_rates``),
-    ``value`` and ``value_children`` (``value_accuracy`` on the sets' positions and on their children).
-    ``on_evals(n)`` after each set of each mode, ``n`` its network evaluations a position (1, or N
-    for ``mcts<N>``): a progress bar's steps, ``grading_evals`` in all.
+    The modes: ``policy`` (the raw policy), ``mcts<N>`` for each of ``sims`` (``search_mistake_rates``), ``value`` and
+    ``value_children`` (``value_accuracy`` on the sets' positions and on their children).  ``on_evals(n)`` after each
+    set of each mode, ``n`` its network evaluations a position (1, or N for ``mcts<N>``; ``grading_evals`` in all).
     """
     def step(weight: int = 1) -> Callable[[], None] | None:
         return None if on_evals is None else lambda: on_evals(weight)
@@ -263,22 +248,15 @@ def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int |
                               on_position: Callable[[], None] | None = None) -> list[list[SetResult]]:
     """Pons grades of built ``submission.py`` files under the Kaggle clock, one list of sets per file.
 
-    Each file is executed afresh for every position (as Kaggle loads it for
-    every game), so each answer pays the load and decode time of a first move,
-    and ``overage`` is the bank it sees.  Before the first position the process
-    plays each file's first move of a game (the empty board, the full bank), as
-    a real game has by the time such a position comes up, and a searched move
-    with the book switched off (``kaggle_io.warm_up``: a file whose book answers
-    the empty board would otherwise never compile); what lasts of it is the
-    solver kernel numba compiled, which later executions of a file in the
-    process find (``solver_numba``).  Several files are graded in turns on each
-    position, the first to move rotating from one position to the next, so that
-    a paired comparison (``compare``) sees the same machine, load and clock for
-    both.  Run it in a process pinned to one core with what Kaggle lacks blocked
-    (``connectx-az eval pons --submission --runtime``).  ``on_position()`` is
-    called once a position, after every file has answered it.  A file that is not a submission, whose
-    network does not load (``kaggle_io.check_network``) or whose agent fails that first move, raises
-    ``kaggle_io.SubmissionError`` before any grading.
+    Each file is executed afresh for every position, as Kaggle loads it for every game, so each answer pays a first
+    move's load and decode; ``overage`` is the bank it sees.  First each file plays a game's first move (the empty
+    board, the full bank) and a searched move with its book off (``kaggle_io.warm_up``), so that the process holds
+    the solver kernel numba compiled, as a real game does by the time such a position comes up.  Files take turns
+    on each position, the first to answer rotating, so that a paired comparison (``compare``) sees the same machine,
+    load and clock for each.  Run it pinned to one core with what Kaggle lacks blocked (``connectx-az eval pons
+    --submission --runtime``).  ``on_position()`` once every file has answered a position.  A file that is not a
+    submission, whose network does not load (``kaggle_io.check_network``) or whose agent fails that first move
+    raises ``kaggle_io.SubmissionError`` before any grading.
     """
     paths = [str(s) for s in submissions]
     for path in paths:

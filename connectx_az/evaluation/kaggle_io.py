@@ -1,12 +1,9 @@
 """Running a file the way Kaggle does: observations, the sandbox, loading a submission, validation.
 
-``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position;
-``sandbox_prelude`` makes a fresh interpreter look like Kaggle's agent sandbox (and
-defines ``kaggle_sandbox``'s helpers there); ``load_submission`` executes a
-``submission.py`` as Kaggle does and returns its last callable; ``check_network`` refuses a
-file whose embedded network does not load (every command that grades or plays a file calls it
-first); ``kaggle_like_process`` makes the calling process itself look like the sandbox;
-``validate`` plays a built submission through kaggle-environments.
+``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position; ``sandbox_prelude`` makes a fresh
+interpreter, and ``kaggle_like_process`` this one, look like Kaggle's agent sandbox; ``load_submission`` executes a
+``submission.py`` as Kaggle does; ``check_network`` refuses a file whose embedded network does not load (every
+command that grades or plays a file calls it first); ``validate`` plays a file through kaggle-environments.
 """
 
 from __future__ import annotations
@@ -42,11 +39,8 @@ class _Struct(dict):
 
 def kaggle_inputs(position: int, mask: int, *, act_timeout: float = ACT_TIMEOUT,
                   overage: float | None = None) -> tuple[_Struct, _Struct]:
-    """``(observation, configuration)`` in Kaggle's shape for the side to move of a position.
-
-    ``overage`` is the bank shown as ``remainingOverageTime`` (default
-    ``OVERAGE_PER_ACT_SECOND * act_timeout``).
-    """
+    """``(observation, configuration)`` in Kaggle's shape for the side to move of a position; ``overage`` is the bank
+    shown as ``remainingOverageTime`` (default ``OVERAGE_PER_ACT_SECOND * act_timeout``)."""
     ply = game.num_stones(mask)
     mark = 1 + ply % 2
     bank = OVERAGE_PER_ACT_SECOND * act_timeout if overage is None else overage
@@ -73,10 +67,9 @@ def runtime_blocked(runtime: str) -> tuple[str, ...]:
 def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
     """Python source that makes a fresh interpreter look like Kaggle's agent sandbox.
 
-    Prepend it to a child script: importing any of ``blocked`` (by top-level
-    name) raises ``ImportError``, and numpy is imported first, as Kaggle's
-    harness has it loaded before it executes a submission.  The script can then
-    call ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
+    Prepend it to a child script: importing any of ``blocked`` (by top-level name) raises ``ImportError``, and numpy
+    is imported first, as Kaggle's harness has it loaded before it executes a submission.  The script can then call
+    ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
     """
     return (
         "import sys\n"
@@ -94,9 +87,9 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
 def kaggle_like_process(runtime: str) -> None:
     """Make this process look like Kaggle's agent sandbox: one core, and ``runtime``'s packages blocked.
 
-    For a command's own process (``validate``, ``eval pons --submission``), called before anything
-    imports the blocked packages: it pins the process to its lowest core, drops the blocked packages
-    already imported from ``sys.modules`` and installs ``sandbox_prelude``'s import blocker.
+    For a command's own process (``validate``, ``eval pons --submission``), before anything imports the blocked
+    packages: pins the process to its lowest core, drops the blocked packages already imported from ``sys.modules``
+    and installs ``sandbox_prelude``'s import blocker.
     """
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -111,23 +104,18 @@ BAD_STATUSES = ("ERROR", "INVALID", "TIMEOUT")
 
 
 def load_submission(path: str | Path) -> Callable[..., Any]:
-    """Execute ``submission.py`` the way Kaggle does and return its last callable.
-
-    Raises ``OSError`` (the file cannot be opened) or ``SubmissionError`` (a ``ValueError``: it is not a
-    submission).
-    """
+    """Execute ``submission.py`` the way Kaggle does and return its last callable; ``OSError`` where the file cannot
+    be opened, ``SubmissionError`` (a ``ValueError``) where it is not a submission."""
     return exec_submission(str(path))[0]
 
 
 def check_network(submission: str | Path) -> str:
     """The backend the file's agent loads its embedded network with; ``SubmissionError`` where it loads none.
 
-    On Kaggle an agent whose network fails to load (a damaged or edited file: its sha256 check, or no
-    backend that runs it) plays on with uniform priors, as it should once a game has started; a file
-    about to be uploaded must not. Executes the file (``OSError``, ``SubmissionError`` where it is not a
-    submission) and loads the network in this process, so in the runtime this process imitates
-    (``kaggle_like_process``). A file with no ``_agent`` of this package's kind has no network to check:
-    ``""``.
+    On Kaggle an agent whose network fails to load (a damaged or edited file, or no backend that runs it) plays on
+    with uniform priors, as it should once a game has started; a file about to be uploaded must not.  Executes the
+    file (``OSError``; ``SubmissionError`` where it is not a submission) and loads the network in this process, so in
+    the runtime it imitates (``kaggle_like_process``).  A file with no ``_agent`` of this package's kind: ``""``.
     """
     _, namespace = exec_submission(str(submission))
     player = namespace.get("_agent")
@@ -145,9 +133,8 @@ def check_network(submission: str | Path) -> str:
 def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> int:
     """The column the file's agent, executed afresh, plays on the empty board with the full bank.
 
-    A check that a file is a submission before hours of grading: raises ``SubmissionError`` where the
-    file is not one, or its agent raises or answers anything but a column as a plain ``int`` (Kaggle's
-    INVALID), and ``OSError`` where it cannot be opened.
+    A check before hours of grading: ``SubmissionError`` where the file is not a submission, or its agent raises or
+    answers anything but a column as a plain ``int`` (Kaggle's INVALID); ``OSError`` where it cannot be opened.
     """
     agent = load_submission(submission)
     observation, configuration = kaggle_inputs(0, 0, act_timeout=act_timeout)
@@ -166,12 +153,10 @@ def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> i
 def warm_up(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> None:
     """Leave the process as a game leaves it once the file's agent has searched a move with its bank full.
 
-    In a game an agent whose opening book answers the first moves compiles its solver (numba's kernel,
-    kept by the process for later executions of the file) on its first searched move, the bank still
-    full. A grader that then shows it positions with an empty bank, executing the file afresh for each,
-    must have had that first search first: here the agent, executed afresh with its book switched off
-    (``book_b64``, where the file has one), plays the empty board with the full bank. A file without
-    a book searches the empty board anyway.
+    An agent whose book answers a game's first moves compiles its solver (numba's kernel, which the process keeps for
+    later executions of the file) on its first searched move, the bank still full.  A grader that then shows it
+    positions with an empty bank, executing the file afresh for each, must have had that search first: here the
+    agent, executed afresh with its book off (``book_b64``, where the file has one), plays the empty board.
     """
     agent, namespace = exec_submission(str(submission))
     if hasattr(namespace.get("_agent"), "book_b64"):
@@ -231,17 +216,13 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
              on_game: Callable[[SeatResult], None] | None = None) -> list[SeatResult]:
     """Play ``games`` games per opponent and seat through kaggle-environments.
 
-    The submission file is executed afresh for every game, as on Kaggle, and
-    what the process compiled for an earlier game is forgotten first
-    (``solver_numba.forget_compiled``), so every game's first move pays for
-    its own compile where numba imports.
-    ``act_timeout`` overrides Kaggle's 2 s a move and scales the 60 s bank the
-    agent sees by the same factor (quick checks).  Saves the last
-    game against each opponent and seat as an HTML replay in ``replay_dir``.
-    Stops at the file's first broken move (its agent raises, or answers anything but a
-    legal column as a plain ``int``: Kaggle's ERROR and INVALID) with ``SubmissionError``,
-    whose one line names the game, the ply and the exception or the answer; no replay
-    of such a file is saved.
+    The file is executed afresh for every game, as on Kaggle, after forgetting what the process compiled for an
+    earlier game (``solver_numba.forget_compiled``), so every game's first move pays for its own compile where numba
+    imports.  ``act_timeout`` overrides Kaggle's 2 s a move and scales the agent's bank by the same factor (quick
+    checks).  The last game against each opponent and seat is saved as an HTML replay in ``replay_dir``.  Stops at
+    the file's first broken move (its agent raises, or answers anything but a legal column as a plain ``int``:
+    Kaggle's ERROR and INVALID) with ``SubmissionError``, naming the game, the ply and the exception or the answer;
+    no replay of such a file is saved.
     """
     configuration = {} if act_timeout is None else {"actTimeout": act_timeout}
     from kaggle_environments import make

@@ -1,10 +1,8 @@
 """Calling an agent the way Kaggle does: its inputs, and executing its file.  Standard library only.
 
-``kaggle_io.sandbox_prelude`` pastes this file verbatim into child scripts that
-imitate Kaggle's sandbox (and so cannot import the package); ``kaggle_io`` builds
-on the same two functions in-process.  Kaggle executes ``submission.py`` with
-empty globals and calls the last callable it defines.  (No ``from __future__``
-import: the file runs pasted after other code.)
+``kaggle_io.sandbox_prelude`` pastes this file verbatim into child scripts that imitate Kaggle's sandbox (and so
+cannot import the package); ``kaggle_io`` uses the same functions in-process.  No ``from __future__`` import: the
+file runs pasted after other code.
 """
 
 #: Kaggle's ConnectX settings besides the clock
@@ -14,9 +12,8 @@ _RULES = {"rows": 6, "columns": 7, "inarow": 4, "episodeSteps": 1000, "runTimeou
 def kaggle_dicts(board: list[int], mark: int, step: int, overage: float, act_timeout: float) -> tuple[dict, dict]:
     """``(observation, configuration)`` as Kaggle passes them, as plain dicts.
 
-    ``board`` is Kaggle's 42-cell list (0 empty, 1 and 2 the players' stones),
-    ``mark`` the side to move, ``step`` the stones played, ``overage`` the bank
-    shown as ``remainingOverageTime`` and ``act_timeout`` the free seconds a move.
+    ``board``: Kaggle's 42-cell list (0 empty, 1 and 2 the players' stones); ``mark``: the side to move; ``step``: the
+    stones played; ``overage``: the bank shown as ``remainingOverageTime``; ``act_timeout``: the free seconds a move.
     """
     observation = {"board": list(board), "mark": mark, "step": step, "remainingOverageTime": overage}
     configuration = {**_RULES, "actTimeout": act_timeout, "timeout": act_timeout}

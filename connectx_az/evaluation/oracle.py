@@ -1,15 +1,12 @@
 """The perfect opponent and the referee of a duel: the exact solver behind a file of solved positions.
 
-``Oracle`` answers a position's result and its moves' scores from the solver, within a node budget
-per position, through ``SolvedCache``: a file of solved positions (sqlite, standard library) keyed by
-the mirror-canonical key (``book.canonical_key``), so that the positions games share (the openings
-above all) are solved once.  A position the solver cannot prove within the budget stays unproven.
-``opponent_move`` is the opponent's move (a random column at ``noise``, else one that keeps the
-position's result, the slowest loss in a lost position) and ``check_move`` the referee's verdict on a
-move of the file.
+``Oracle`` answers a position's result and its moves' scores from the solver, within a node budget per position,
+through ``SolvedCache`` (sqlite, keyed by ``book.canonical_key``), so that the positions games share are solved
+once; a position not proven within the budget stays unproven.  ``opponent_move`` is the opponent's move,
+``check_move`` the referee's verdict on a move of the file.
 
-Conventions: ``col`` is 0-based; move strings are in Pons' notation (1-based columns from the empty
-board); a *result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``).
+Conventions: ``col`` is 0-based; move strings are in Pons' notation (1-based columns from the empty board); a
+*result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``).
 """
 
 from __future__ import annotations
@@ -47,12 +44,11 @@ def pons_moves(cols: list[int]) -> str:
 class SolvedCache:
     """Proven results and exact scores of positions, kept in an sqlite file (standard library).
 
-    Rows are ``(key, exact, value, nodes)``: ``key`` is ``book.canonical_key``'s (a position and its mirror
-    share a row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is
-    ``NULL`` where the solver gave up after ``nodes`` nodes (so that a later run with no larger
-    budget does not try again).  Every row is committed as it is written, in sqlite's write-ahead
-    log: a run killed at any instant keeps every row written before.  ``path`` ``None`` keeps the
-    rows in memory only.  Raises ``OracleError`` for a file that is not such a cache.
+    Rows are ``(key, exact, value, nodes)``: ``key`` is ``book.canonical_key``'s (a position and its mirror share a
+    row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is ``NULL`` where the solver
+    gave up after ``nodes`` nodes (so that a later run with no larger budget does not try again).  Every row is
+    committed as it is written (sqlite's write-ahead log), so a killed run keeps every row written before.  ``path``
+    ``None``: in memory only.  ``OracleError`` for a file that is not such a cache.
     """
 
     def __init__(self, path: str | Path | None) -> None:
@@ -107,10 +103,10 @@ class SolveStats:
 class Oracle:
     """Results and exact scores of positions: the cache, else the solver within ``max_nodes`` nodes.
 
-    Every method takes an unfinished position ``(position, mask)`` (side to move's stones first).  A
-    value is ``None`` where the solver could not prove it within the budget.  When every child of a
-    position is proven, the position's own value (the best of them) is stored too, so the position
-    a move leads to is usually known by the time it is asked about.
+    Every method takes an unfinished position ``(position, mask)`` (side to move's stones first).  A value is
+    ``None`` where the solver could not prove it within the budget.  When every child of a position is proven, the
+    position's own value (the best of them) is stored too, so the position a move leads to is usually known by the
+    time it is asked about.
     """
 
     def __init__(self, prover: solver.Solver, cache: SolvedCache, *, max_nodes: int) -> None:
@@ -174,11 +170,10 @@ def opponent_move(oracle: Oracle, position: int, mask: int, rng: np.random.Gener
                   noise: float) -> tuple[int, str]:
     """``(col, kind)``: the perfect opponent's column in an unfinished position, and its kind.
 
-    With probability ``noise`` a uniformly random legal column (``"noise"``; nothing solved).
-    Otherwise, where the position's result is proven, a column that keeps it, uniformly among those
-    (``"kept"``); in a lost position (every column keeps the loss) the one that loses slowest by the
-    exact scores, where those are proven, else one that does not lose at once.  Where the result is
-    not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven.
+    With probability ``noise`` a uniformly random legal column (``"noise"``; nothing solved).  Otherwise, where the
+    position's result is proven, a column that keeps it, uniformly among those (``"kept"``); in a lost position the
+    one that loses slowest by the exact scores, where those are proven, else one that does not lose at once.  Where
+    the result is not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven.
     """
     legal = game.legal_cols(mask)
     if rng.random() < noise:
@@ -203,12 +198,11 @@ def opponent_move(oracle: Oracle, position: int, mask: int, rng: np.random.Gener
 class MoveCheck:
     """The solver's verdict on one move of the file, everything from the file's side.
 
-    ``moves``: the position before the move (Pons string); ``col``: the column played (0-based);
-    ``verdict``: ``"kept"`` (the move keeps the position's result), ``"lost"`` (it is proven to leave
-    a worse one) or ``"unchecked"`` (the solver could not prove it either way within its budget).
-    ``result``: the position's result (``None`` unproven); ``played``: the result after the move
-    (``None`` unproven); ``keeping``: for a lost move, the columns proven to keep the result (or,
-    where the position's result is unproven, to reach the best result proven).
+    ``moves``: the position before the move (Pons string); ``col``: the column played (0-based); ``verdict``:
+    ``"kept"`` (the move keeps the position's result), ``"lost"`` (it is proven to leave a worse one) or
+    ``"unchecked"`` (not proven either way within the budget).  ``result``: the position's result and ``played`` the
+    result after the move (``None``: unproven); ``keeping``: for a lost move, the columns proven to keep the result
+    (where the position's result is unproven, to reach the best result proven).
     """
 
     moves: str
@@ -226,10 +220,9 @@ class MoveCheck:
 def check_move(oracle: Oracle, moves: str, col: int) -> MoveCheck:
     """Does playing ``col`` (0-based, legal) after ``moves`` (Pons string, an unfinished game) keep the value?
 
-    A lost position is kept by every move.  Otherwise the position's result and the played move's
-    are proven (usually found in the cache: the opponent solved them as its own children); where
-    either is unproven, or the move lost value, every column is tried, and a move is still proven to
-    lose value when another column is proven better than it.
+    A lost position is kept by every move.  Otherwise the position's result and the played move's are proven
+    (usually found in the cache: the opponent solved them as its own children); where either is unproven, or the
+    move lost value, every column is tried, and a move still loses value when another column is proven better.
     """
     position, mask = game.from_moves(moves)
     result = oracle.value(position, mask)

@@ -1,12 +1,9 @@
-"""Reference opponents for the arena, all in Kaggle's agent shape.
+"""Reference opponents for the arena, all in Kaggle's agent shape (``Player``).
 
-A *player* is anything called as ``(observation, configuration) -> column``; one
-that also has a ``reset()`` method gets it called before each game (a submission
-re-executes its file there, as Kaggle does).  ``alphabeta_player`` is a
-deterministic depth-limited negamax over a line-counting ``heuristic``;
-``model_player`` runs MCTS over an ONNX model; ``submission_player`` wraps a built
-``submission.py``; ``builtin_player`` gives kaggle-environments' own agents.  ``lineup`` names and
-makes the arena's players.
+A player with a ``reset()`` method gets it called before each game (a submission re-executes its file there, as
+Kaggle does).  ``alphabeta_player`` is a deterministic depth-limited negamax over a line-counting ``heuristic``;
+``model_player`` runs MCTS over an ONNX model; ``submission_player`` wraps a built ``submission.py``;
+``builtin_player`` gives kaggle-environments' own agents; ``lineup`` names and makes the arena's players.
 """
 
 from __future__ import annotations
@@ -51,12 +48,9 @@ _WIN_SCORE = 1_000_000
 
 
 def heuristic(position: int, mask: int) -> int:
-    """Static score of a position for the side to move (higher is better).
-
-    Each of the 69 lines still open to one side only scores ``_LINE_POINTS[k]``
-    for its ``k`` stones (for the side that owns them, against the other), and
-    every stone in the centre column scores ``_CENTRE_POINTS``.
-    """
+    """Static score of a position for the side to move (higher is better): each of the 69 lines open to one side
+    only scores ``_LINE_POINTS[k]`` for its ``k`` stones (for the side that owns them, against the other), and each
+    stone in the centre column ``_CENTRE_POINTS``."""
     opponent = position ^ mask
     centre = game.COLUMN_BITS[game.COLS // 2]
     score = _CENTRE_POINTS * ((position & centre).bit_count() - (opponent & centre).bit_count())
@@ -94,11 +88,9 @@ def _alphabeta(position: int, mask: int, depth: int, alpha: int, beta: int) -> i
 def alphabeta_move(position: int, mask: int, depth: int) -> int:
     """Column chosen by a ``depth``-ply negamax alpha-beta search with ``heuristic`` at the leaves.
 
-    The position is seen from the side to move and must be unfinished.  A win
-    at once is always taken, and a node whose side to move can win at once is
-    scored as that win whatever depth is left, so even ``depth=1`` blocks a
-    threat.  Ties go to the more central column.  Raises ``ValueError`` for
-    ``depth < 1`` or a finished position.
+    The position is seen from the side to move and must be unfinished.  A win at once is always taken, and a node
+    whose side to move can win at once scores that win whatever depth is left, so even ``depth=1`` blocks a threat.
+    Ties go to the more central column.  ``ValueError`` for ``depth < 1`` or a finished position.
     """
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
@@ -133,9 +125,8 @@ def alphabeta_player(depth: int) -> Player:
 def model_player(onnx_path: str | Path, simulations: int, *, num_parallel: int = 8) -> Player:
     """MCTS without noise over an ONNX model (onnxruntime, one thread) at a fixed simulation count.
 
-    A fresh tree every move and no clock, so the player is deterministic.
-    ``simulations`` is rounded up to a multiple of ``num_parallel`` (leaves per
-    network call, as in the Kaggle agent).  Raises ``FileNotFoundError`` or
+    A fresh tree every move and no clock, so the player is deterministic.  ``simulations`` is rounded up to a
+    multiple of ``num_parallel`` (leaves per network call, as in the Kaggle agent).  ``FileNotFoundError`` or
     ``ValueError`` when the model cannot be loaded.
     """
     from connectx_az.agent.backends import OnnxRuntimeEvaluator
@@ -176,11 +167,8 @@ def submission_player(path: str | Path) -> Player:
 
 
 def builtin_player(name: str) -> Player:
-    """kaggle-environments' own ``"random"`` or ``"negamax"`` agent.
-
-    Both draw from Python's global ``random`` module; ``round_robin`` seeds it
-    for each game so that tournaments are reproducible.
-    """
+    """kaggle-environments' own ``"random"`` or ``"negamax"`` agent; both draw from Python's global ``random``, which
+    ``round_robin`` seeds for each game."""
     if name not in BUILTINS:
         raise ValueError(f"unknown built-in player {name!r}; choose from {', '.join(BUILTINS)}")
     from kaggle_environments.envs.connectx.connectx import agents

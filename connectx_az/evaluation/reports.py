@@ -1,13 +1,11 @@
 """The shapes and tables of the evaluation commands' reports: what ``cli`` prints, as lines and JSON cells.
 
-``eval pons --json`` writes one object ``{mode: {set: cell}}``: a mode is ``policy``, ``mcts<N>``,
-``value``, ``value_children`` or a submission's label (``submission@2s``, ``NAME@2s+30s/kaggle``);
-a cell is ``grade_cell`` of one set's grade, ``{"n", "mistake_rate", "strict_rate", "mistakes"}``
-(or ``{"n", "accuracy", "mistakes"}`` for the value head; ``mistakes`` are the positions' indexes in
-the set), with ``control``, ``only_this_right`` and ``only_control_right`` added where a mode is
-paired with a control.  ``eval show`` and ``eval paired`` read those files back (``load_graded``,
-``graded_mode``; ``ReportError`` for a file of another shape).  Each ``*_table`` returns the lines
-to print; nothing here prints.
+``eval pons --json`` writes one object ``{mode: {set: cell}}``: a mode is ``policy``, ``mcts<N>``, ``value``,
+``value_children`` or a submission's label (``submission@2s``, ``NAME@2s+30s/kaggle``); a cell is ``grade_cell`` of
+one set's grade, ``{"n", "mistake_rate", "strict_rate", "mistakes"}`` (for the value head ``{"n", "accuracy",
+"mistakes"}``; ``mistakes`` are the positions' indexes in the set), with ``control``, ``only_this_right`` and
+``only_control_right`` added where a mode is paired with a control.  ``eval show`` and ``eval paired`` read those
+files back (``load_graded``, ``graded_mode``).  Each ``*_table`` returns the lines to print; nothing here prints.
 """
 
 from __future__ import annotations
@@ -109,12 +107,17 @@ def grades_table(rows: dict[str, dict], compare: str | None) -> list[str]:
     return lines
 
 
-def load_graded(path: str | Path) -> dict[str, dict]:
-    """The object of an ``eval pons --json`` output; ``ReportError`` for an unreadable file or another shape."""
+def _read_json(path: str | Path) -> Any:
+    """The JSON in ``path``; ``ReportError`` where it cannot be read."""
     try:
-        table = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ReportError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+
+
+def load_graded(path: str | Path) -> dict[str, dict]:
+    """The object of an ``eval pons --json`` output; ``ReportError`` for an unreadable file or another shape."""
+    table = _read_json(path)
     if not isinstance(table, dict) or not all(isinstance(row, dict) and all(map(is_grade, row.values()))
                                               for row in table.values()):
         raise ReportError(f"{path} is not the output of `eval pons --json`")
@@ -140,10 +143,7 @@ def graded_mode(spec: str) -> tuple[str, dict]:
     """``(label, rows)`` for ``FILE[:MODE]``: one mode of an ``eval pons --json`` output (MODE may be left out
     when the file holds one).  ``ReportError`` where the file or the mode is not there."""
     path, _, mode = spec.partition(":") if not Path(spec).is_file() else (spec, "", "")
-    try:
-        table = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"cannot read {path}: {exc}; give the output of `eval pons --json`") from None
+    table = _read_json(path)
     if not isinstance(table, dict) or not table:
         raise ReportError(f"{path} is not the output of `eval pons --json`")
     if not mode:
@@ -204,10 +204,7 @@ def value_table(graded: dict[str, list[Any]], bands: Sequence[float]) -> list[st
 
 
 def validate_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The lines of ``validate``'s table, a row per opponent and seat (``ValidationResult.as_dict`` rows).
-
-    The backend and solver columns are as wide as their longest entry ("onnxruntime", "numba,python").
-    """
+    """The lines of ``validate``'s table, a row per opponent and seat (``kaggle_io.SeatResult.as_dict`` rows)."""
     backends = [",".join(r["backends"]) or "-" for r in rows]
     solvers = [",".join(r["solvers"]) or "-" for r in rows]
     bw, sw = (max(map(len, [head, *cells])) + 2 for head, cells in (("backend", backends), ("solver", solvers)))

@@ -1,5 +1,4 @@
-"""What writes files or releases: the builder, the book builder, the labeller, ``compare`` and the speed benchmarks.
+"""What writes files or releases: the builder, the book builder, the labeller, ``compare`` and the benchmarks.
 
-The top tier below ``cli``: it may import every tier below it (engine, agent, testsets, training,
-evaluation), which never import it.  ``tests/test_layers.py`` holds the order.
+The top tier below ``cli``: it may import every tier below it, none of which imports it (``tests/test_layers.py``).
 """

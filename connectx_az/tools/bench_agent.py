@@ -1,10 +1,5 @@
-"""``bench agent``: the submission's search per inference backend, and a freshly built file run as Kaggle runs it.
-
-Simulations per second of the search for each backend that imports (onnxruntime, numpy), next to that backend's
-raw rates, timed in turns; then, for a freshly built ``submission.py`` in a fresh interpreter (onnxruntime, torch
-and the package blocked), the load time of a game's first move and the process's peak memory after a few
-full-budget moves (``bench_submission``; its child program is ``bench_probes/probe_submission.py``).
-"""
+"""``bench agent``: the submission's search per inference backend, and a freshly built file run as Kaggle runs it
+(``bench_submission``, whose child program is ``bench_probes/probe_submission.py``)."""
 
 from __future__ import annotations
 
@@ -26,23 +21,15 @@ from connectx_az.tools import bench
 
 def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int = 8,
                 num_moves: int = 3) -> dict[str, Any]:
-    """Per backend: the submission search's simulations per second and the raw eval rates.
+    """Per backend: the submission search's simulations per second and the raw evaluation rates.
 
-    Uses the agent's own evaluator factory and search settings
-    (``template.CONFIG``) on Middle-Medium Pons positions, one fresh tree per
-    position searched for ``seconds / num_positions``; the raw rates are
-    single-position calls (``raw_evals_per_s``) and calls of ``num_parallel``
-    positions (``raw_batch_evals_per_s``) of the same evaluator, each timed for
-    a quarter as long.  Every backend (``backends.KNOWN_BACKENDS`` that load
-    here) gets its slices of each position in turn, so a change in the
-    machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's
-    figures by the numpy runtime's (``sims_vs_numpy``, ``raw_vs_numpy``,
-    ``batch_vs_numpy``).  Pin the process to one core
-    (``taskset -c 1``) to match Kaggle; the child processes inherit the pinning.
-
-    Then builds ``submission.py`` for the same model and adds what
-    ``bench_submission`` measures: ``load_seconds``, ``peak_rss_mb`` and a
-    ``submission`` breakdown (``num_moves`` full-budget moves at Kaggle's clock).
+    The agent's own evaluator factory and search settings (``template.CONFIG``) on Middle-Medium Pons positions, a
+    fresh tree per position searched for ``seconds / num_positions``; the raw rates are calls of one position
+    (``raw_evals_per_s``) and of ``num_parallel`` (``raw_batch_evals_per_s``), each timed a quarter as long.  The
+    backends (``backends.KNOWN_BACKENDS`` that load here) take each position's slices in turn, so a change in the
+    machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's figures by the numpy runtime's.  Pin
+    the process to one core (``taskset -c 1``) to match Kaggle.  Then ``bench_submission`` of a file built for the
+    same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission`` breakdown.
     """
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts, search_tree
@@ -104,13 +91,11 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
                      overage: float = 60.0, timeout: float = 300.0) -> dict[str, Any]:
     """Load time and peak memory of a freshly built ``submission.py`` in a fresh interpreter.
 
-    ``load_seconds`` is executing the file (numpy already imported, as in
-    Kaggle's harness), decoding the embedded model with the numpy backend
-    (onnxruntime is blocked, as on Kaggle) and one tiny search of
-    ``num_parallel`` simulations: what a game's first move pays before it can
-    search.  ``peak_rss_mb`` is the child's peak resident size (``VmHWM``) after ``num_moves``
-    full-budget moves at ``act_timeout`` with ``overage`` in the bank (Kaggle's
-    clock by default).  Raises ``RuntimeError`` if the child fails.
+    ``load_seconds``: executing the file (numpy already imported, as in Kaggle's harness), decoding the model with
+    the numpy backend (onnxruntime blocked, as on Kaggle) and one tiny search of ``num_parallel`` simulations, what a
+    game's first move pays before it can search.  ``peak_rss_mb``: the child's peak resident size (``VmHWM``) after
+    ``num_moves`` full-budget moves at ``act_timeout`` with ``overage`` in the bank.  ``RuntimeError`` if the child
+    fails.
     """
     from connectx_az.tools import builder
 

@@ -1,22 +1,14 @@
-"""The built file against Kaggle's clock, on a shared core: the games and first moves ``tests/test_clock.py``
-checks Kaggle's rule on, and the margins ``connectx-az bench clock`` prints.
+"""The built file against Kaggle's clock on a shared core: the games and first moves ``tests/test_clock.py`` checks
+Kaggle's rule on, and the margins ``connectx-az bench clock`` prints.
 
-Kaggle gives each move ``actTimeout`` seconds free and takes any excess from an
-overage bank of 30 ``actTimeout`` per game (2 s and 60 s); a move whose excess is
-more than the bank holds is a TIMEOUT and loses, and a move that is not a plain
-``int`` for an open column is INVALID.  Loading the file and decoding the model
-count against the first move.  ``play_games`` and ``first_move`` run the built
-file in a fresh interpreter pinned to one core, with what a runtime lacks blocked
-(``kaggle_io.RUNTIMES``: ``numpy`` blocks onnxruntime, torch and numba;
-``kaggle`` leaves numba and torch importable, so the solver compiles on the first
-move), usually while ``busy_loop`` holds the same core, with the clock scaled
-down so that many games fit in a few seconds.  The runner keeps Kaggle's books
-itself: wall time per call, the first call of each game charged with executing
-the file.
-
-How close a move comes to its own budget depends on the machine's load (a stall
-of the host after the search's last deadline check makes a move late whatever the
-agent does), so those margins are figures to read (``bench_clock``), not rules.
+Kaggle takes each move's time beyond ``actTimeout`` from an overage bank (``BANK_PER_ACT_SECOND`` actTimeouts a
+game): a move that overdraws it is a TIMEOUT, one that is not a plain ``int`` for an open column INVALID, and loading
+the file counts against the first move.  ``play_games`` and ``first_move`` run the built file in a fresh interpreter
+pinned to one core with what a runtime lacks blocked (``kaggle_io.RUNTIMES``), usually while ``busy_loop`` holds the
+same core, the clock scaled down so that many games fit in seconds; the runner (``bench_probes/probe_clock.py``)
+keeps Kaggle's books itself.  How close a move comes to its own budget depends on the machine's load (a stall of the
+host after the search's last deadline check makes a move late whatever the agent does), so those margins are
+figures to read, not rules.
 """
 
 from __future__ import annotations
@@ -78,17 +70,13 @@ def play_games(submission: str | Path, *, cpu: int, runtime: str = "numpy", act_
                timeout: float = 240.0) -> list[dict[str, Any]]:
     """Whole games of the built file against a quick tactical opponent, seats alternating, in one process.
 
-    The bank starts at ``BANK_PER_ACT_SECOND * act_timeout``.  ``agent_clock``:
-    ``shipped`` keeps the agent's clock constants as built (its fixed safety margin
-    then keeps every move inside a short ``actTimeout``); ``scaled`` shrinks those the
-    probe lists (``SCALED_CONSTANTS``) with the clock, so the agent draws on its bank as it does at
-    2 s.  ``warm`` compiles the solver before the games (``kaggle`` runtime: a scaled
-    bank is too small to pay for a compile).  Per game: ``seat`` (1 moves first),
-    ``exec_seconds``, ``result`` (``win``, ``loss``, ``draw``, ``TIMEOUT``,
-    ``INVALID``), ``last_error`` and ``moves``: per move ``step``, ``type`` and
-    ``move`` (repr), ``seconds`` (the first with the file's exec), the agent's
-    ``budget``, ``source``, ``simulations``, ``backend``, ``solver`` and the
-    ``bank`` left after it.
+    The bank starts at ``BANK_PER_ACT_SECOND * act_timeout``.  ``agent_clock``: ``shipped`` keeps the agent's clock
+    constants as built; ``scaled`` shrinks those the probe lists (``SCALED_CONSTANTS``) with the clock, so the agent
+    draws on its bank as it does at 2 s.  ``warm`` compiles the solver before the games (``kaggle`` runtime: a scaled
+    bank is too small to pay for a compile).  Per game: ``seat`` (1 moves first), ``exec_seconds``, ``result``
+    (``win``, ``loss``, ``draw``, ``TIMEOUT``, ``INVALID``), ``last_error`` and ``moves``: per move ``step``, ``type``
+    and ``move`` (repr), ``seconds`` (the first with the file's exec), the agent's ``budget``, ``source``,
+    ``simulations``, ``backend``, ``solver`` and the ``bank`` left after it.
     """
     from connectx_az.agent import template
 
@@ -104,22 +92,18 @@ def first_move(submission: str | Path, *, cpu: int, runtime: str = "numpy", act_
                bank: float | None = None, timeout: float = 120.0) -> dict[str, Any]:
     """A game's first move in a fresh interpreter: the file executed, the model decoded, the move played.
 
-    ``bank`` defaults to ``BANK_PER_ACT_SECOND * act_timeout``.  Returns
-    ``type`` and ``move`` (repr) of the answer, ``exec_seconds``, ``call_seconds``,
-    ``decode_seconds`` and ``preload_seconds`` (the exec as the agent measured it),
-    ``backend`` and the agent's ``info`` (``budget``, ``source``, ``simulations``,
-    ``solver``, ``compile_seconds``...).
+    ``bank`` defaults to ``BANK_PER_ACT_SECOND * act_timeout``.  Returns ``type`` and ``move`` (repr) of the answer,
+    ``exec_seconds``, ``call_seconds``, ``decode_seconds`` and ``preload_seconds`` (the exec as the agent measured
+    it), ``backend`` and the agent's ``info`` (``budget``, ``source``, ``simulations``, ``solver``,
+    ``compile_seconds``...).
     """
     bank = BANK_PER_ACT_SECOND * act_timeout if bank is None else bank
     return _run(runtime, ["first_move", submission, act_timeout, bank], cpu, timeout)
 
 
 def lateness(games: list[dict[str, Any]]) -> list[float]:
-    """Seconds each searched move ran past its own budget (negative: early), latest last.
-
-    The first move of each seat (steps 0 and 1) is left out: it pays for the
-    file's exec, which ``first_move`` measures on its own.
-    """
+    """Seconds each searched move ran past its own budget (negative: early), latest last; the first move of each
+    seat (steps 0 and 1) is left out: it pays for the file's exec, which ``first_move`` measures on its own."""
     return sorted(m["seconds"] - m["budget"] for g in games for m in g["moves"]
                   if m["budget"] is not None and m["step"] > 1)
 
@@ -140,12 +124,10 @@ def bench_clock(model: str | Path, *, act_timeout: float = 0.25, num_games: int 
                 seed: int = 7) -> dict[str, Any]:
     """The built file's margins on Kaggle's clock, sharing its core with a busy loop (module docstring).
 
-    Builds ``submission.py`` for ``model``; ``games``: ``play_games`` at
-    ``act_timeout`` for each (runtime, agent clock) of the tests (the ``kaggle``
-    runtime where numba imports), summarised by ``summarize_games``;
-    ``first_move``: ``tries`` first moves at 0.5 s (numpy runtime), exec and call
-    against the move's budget (``_first_move_figures``); ``compile``: where numba
-    imports, the same for a first move at Kaggle's own 2 s and 60 s bank that
+    Builds ``submission.py`` for ``model``; ``games``: ``play_games`` at ``act_timeout`` for each (runtime, agent
+    clock) of the tests (the ``kaggle`` runtime where numba imports), summarised by ``summarize_games``;
+    ``first_move``: ``tries`` first moves at 0.5 s (numpy runtime) against the move's budget
+    (``_first_move_figures``); ``compile``: where numba imports, the same for a first move at Kaggle's own clock that
     compiles the solver.
     """
     import importlib.util

@@ -3,27 +3,22 @@ command that writes one JSON and its log.
 
 Steps, in order (``STEPS``):
 
-``device``       torch, CUDA and cuDNN versions; the device, its compute capability and memory; the precision
-                 ``auto`` picks there (``network.autocast_dtype``); the CPU cores.
-``tests``        the tests that touch CUDA (``tests/test_gpu.py``, skipped without a GPU, and the device and
-                 precision rules of ``tests/test_network.py``), in a child pytest, when the source tree is here.
-``throughput``   self-play of the preset (``bench_selfplay.bench_selfplay``, one wave of games) per precision, in this
-                 process and with worker processes; then sized (``sizing.sized``) for 4 and 2 cores, as on Kaggle's
-                 T4 box and on Colab, with the process pinned to that many cores (as ``taskset`` does) and the
-                 precision a run would choose (``network.fastest_precision``); the tree work's own rate per core
-                 (the free evaluator); the network's forward time at two batch sizes (what the T4 projection scales).
-``generations``  a fresh run of the preset sized for this machine, for a few generations (``train.run``): self-play
-                 and training seconds a generation, and the preset's whole run projected from them, here and on a
-                 T4 (``project``).
-``submission``   the run exported to ONNX, built into a ``submission.py`` with the shipped book, and a few
-                 full-budget moves played by a file of it in a fresh interpreter as Kaggle runs it
-                 (``bench_agent.bench_submission``).
+``device``       versions, the device and its memory, and the precision ``auto`` picks there.
+``tests``        the tests that touch CUDA (``tests/test_gpu.py``, the device and precision rules of
+                 ``tests/test_network.py``) in a child pytest, where the source tree is here.
+``throughput``   self-play of the preset (``bench_selfplay``) per precision, in this process and with worker
+                 processes; then sized for 4 and 2 cores (Kaggle's T4 box, Colab), pinned to them, at the precision a
+                 run would choose; the tree work's own rate per core (the free evaluator); the network's forward time
+                 at two batch sizes (what the T4 projection scales).
+``generations``  a fresh run of the preset sized for this machine, for a few generations, and the whole run
+                 projected from them, here and on a T4 (``bench_t4.project``).
+``submission``   the run exported, built with the shipped book, and a few full-budget moves played by the file as
+                 Kaggle runs it (``bench_agent.bench_submission``).
 
-``gpu_check.json`` in the output folder is rewritten as each step ends, so a check that is killed keeps what it
-had measured; ``gpu_check.log`` holds the same lines as the terminal.  A step starts only when the time left of
-the budget covers its estimate, else it is recorded as skipped with the reason; a step that fails is recorded
-with its error's last line and the next one still runs.  The same command runs on the CPU with the ``smoke``
-preset in ``make test`` (``tests/test_bench_gpu.py``): only the device and the sizes differ.
+``gpu_check.json`` is rewritten as each step ends, so a killed check keeps what it measured; ``gpu_check.log`` holds
+the terminal's lines.  A step starts only when the budget left covers its estimate, else it is skipped with the
+reason; a failed step is recorded with its error's last line and the next one still runs.  ``make test`` runs the
+same command on the CPU with the ``smoke`` preset (``tests/test_bench_gpu.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +53,7 @@ COLAB_CORES = 2
 
 @dataclass(frozen=True, kw_only=True)
 class CheckConfig:
-    """What the check runs and how big.  The defaults are the GPU form (about seven minutes on an H100)."""
+    """What the check runs and how big; the defaults are the GPU form."""
 
     preset: str = "gpu"
     device: str = "auto"
@@ -296,11 +291,9 @@ def _forward_times(cfg: CheckConfig) -> dict[str, Any]:
 
 
 def _generations(ctx: _Context) -> dict[str, Any]:
-    from connectx_az.training import config, runs, sizing, train
+    from connectx_az.training import config, devices, runs, sizing, train
 
     cfg = ctx.config
-    from connectx_az.training import devices
-
     run_config = config.make_config(cfg.preset, overrides=[f"device={cfg.device}"])
     run_config = sizing.sized(run_config, cores=devices.available_cores(),
                               gpu=devices.resolve_device(cfg.device).type == "cuda")

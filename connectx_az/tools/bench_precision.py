@@ -1,13 +1,11 @@
 """``bench precision``: the network in float32 and in bfloat16 on the Pons positions, and its speed in each.
 
-Whether inference in bfloat16 (what ``network.autocast_dtype`` picks on a CPU with bfloat16 instructions)
-changes what self-play sees.  Per set, on every position: the largest and the mean |difference| of the
-move probabilities (softmax over the legal moves) and of the value, the share of positions whose most
-likely move differs, and the raw policy's mistakes in each precision with the paired counts; with
-``sims``, the same for MCTS at that many simulations.  Then network evaluations a second at ``batch``
-positions a call in each precision, and training steps a second (AdamW on ``train_batch`` positions, the
-`cpu` preset's 256 self-play and 128 proven ones) with training's forward pass in each
-(``train.precision``), all timed in turns (pin the command to one idle core: ``taskset -c 1``).
+Whether bfloat16 inference (what ``network.autocast_dtype`` picks on a CPU with bfloat16 instructions) changes what
+self-play sees: per set, the largest and mean |difference| of the move probabilities (softmax over the legal moves)
+and of the value, the share of positions whose most likely move differs, and the raw policy's mistakes in each
+precision with the paired counts (with ``sims``, MCTS's too).  Then network evaluations a second at ``batch``
+positions a call and training steps a second (AdamW on ``train_batch`` positions) with training's forward pass in
+each precision, timed in turns (pin the command to one idle core: ``taskset -c 1``).
 """
 
 from __future__ import annotations

@@ -20,13 +20,10 @@ from connectx_az.tools import bench
 class FreeEvaluator:
     """An evaluator that costs almost nothing, for timing self-play's tree work alone.
 
-    A fixed random linear map of the two planes gives logits and a value
-    (``tanh``).  Unlike uniform priors (whose trees are shallow: 3.1 plies below
-    the root at 200 simulations), its priors are uneven and vary with the
-    position, and ``scale`` 0.8 was chosen so that its trees are about as deep
-    as the shipped network's (6.1 vs 6.2 plies, gpu preset, measured with
-    ``SelfPlayStats.mean_leaf_depth``); ``bench selfplay`` reports the depth
-    beside every rate, so the two can be compared on any model.
+    A fixed random linear map of the two planes gives logits and a value (``tanh``): unlike uniform priors, whose
+    trees are shallow, its priors are uneven and vary with the position.  ``scale`` was chosen so that its trees are
+    about as deep as the shipped network's; ``bench selfplay`` reports ``mean_leaf_depth`` beside every rate, so the
+    two can be compared on any model.
     """
 
     def __init__(self, seed: int = 0, scale: float = 0.8) -> None:
@@ -45,19 +42,14 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
                    device: str | None = None, precision: str | None = None) -> dict[str, Any]:
     """Self-play throughput of ``preset`` against the raw forward rate of its network.
 
-    Plays one wave of games: ``batch`` (the preset's games in flight) in this
-    process, or with ``num_workers`` W >= 1 worker processes (``workers``) W
-    waves of ``batch`` at once, their start-up included as in training.  The raw
-    rate is measured at ``raw_batch``, the largest batch self-play sends: the
-    games in flight of one of the server's two groups of workers.
-
-    The self-play rate counts the positions the searches asked for; ``network_share`` is the part of them
-    the network scored, the rest being answered by ``selfplay.CachedEvaluator`` (so the rate may pass the
-    raw one).  ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is
-    then the tree work's alone, ``tree_evals_per_s`` (and per core: per process
-    doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
-    ``device`` and ``precision`` override the preset's (``devices.resolve_device``,
-    ``network.autocast_dtype``).
+    Plays one wave of games: ``batch`` (the preset's games in flight) in this process, or with ``num_workers`` W >= 1
+    worker processes W waves of ``batch`` at once, their start-up included as in training.  The raw rate is measured
+    at ``raw_batch``, the largest batch self-play sends (the games in flight of one of the server's two groups of
+    workers).  The self-play rate counts the positions the searches asked for; ``network_share`` is the part the
+    network scored, the rest answered by ``selfplay.CachedEvaluator`` (so the rate may pass the raw one).
+    ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is then the tree work's alone,
+    ``tree_evals_per_s`` (and per process doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
+    ``device`` and ``precision`` override the preset's.
     """
     from connectx_az.training import config, devices, export, workers
 

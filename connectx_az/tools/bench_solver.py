@@ -28,14 +28,10 @@ def _nodes_text(nodes: int | None) -> str:
     return f"{nodes / 1e3:.0f}k" if nodes >= 1_000 else str(nodes)
 
 
-#: the budgets (seconds a position) whose proven shares ``bench_solver`` reports, as in the issue
+#: the budgets (seconds a position) whose proven shares ``bench_solver`` reports
 SOLVER_BUDGETS = (0.5, 1.3, 5.0)
-
-
 #: the Pons sets ``bench_solver`` proves by default
 SOLVER_SETS = ("Begin-Medium", "Begin-Hard")
-
-
 _COMPILE_PROBE = bench.probe_source("compile")
 
 
@@ -54,18 +50,15 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
                  on_position: Any = None) -> dict[str, Any]:
     """Weak solves (``best_move(..., weak=True)``) of the first ``limit`` positions of each Pons set.
 
-    Per solver (``python``: ``solver.Solver``; ``numba``: ``solver_numba.CompiledSolver``, 2^18
-    entries), each position is solved from an empty table with a deadline of ``max(budgets)``
-    seconds; ``within_Xs`` is the share of the set's positions proven in at most X seconds, and
-    ``nodes_per_s`` all nodes over all search time.  A proven result that disagrees with the set
-    counts in ``wrong`` (always 0 unless the solver is broken); ``overrun_ms`` is the median and
-    the largest time past the deadline of the searches it stopped (how promptly it stops);
-    ``nodes_by_empty`` maps each count of empty cells to its positions (``n``), how many were
-    proven and the median nodes of a proof there, an unproven position counting as more than any
-    (``None`` when the median position was not proven: the deadline is too short to tell).  ``compile`` holds the numba
-    import and compile times of a fresh interpreter (a game's first move pays both).  Pin the
-    process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` is called after
-    each position (a progress bar).
+    Per solver (``python``: ``solver.Solver``; ``numba``: ``solver_numba.CompiledSolver``), each position is solved
+    from an empty table with a deadline of ``max(budgets)`` seconds.  ``within_Xs``: the share of the set's positions
+    proven within X seconds; ``nodes_per_s``: all nodes over all search time; ``wrong``: proven results that disagree
+    with the set (0 unless the solver is broken); ``overrun_ms``: the median and largest time past the deadline of
+    the searches it stopped; ``nodes_by_empty``: per count of empty cells, its positions (``n``), how many were
+    proven and the median nodes of a proof, an unproven position counting as more than any (``None`` when the median
+    position was not proven).  ``compile``: numba's import and compile times in a fresh interpreter (a game's first
+    move pays both).  Pin the process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` after each
+    position.
     """
     from connectx_az.engine import solver, solver_numba
     from connectx_az.testsets import pons

@@ -25,28 +25,22 @@ def project(rows: list[dict[str, Any]], *, num_generations: int, num_parallel_ga
             figures: dict[str, Any] | None, device_name: str, t4_parallel_games: int | None = None) -> dict[str, Any]:
     """The preset's whole run projected from a few of its generations' ``rows``, here and on a T4.
 
-    Here: the median generation's seconds (the first generation, which pays CUDA's and cuDNN's warm-up, is left
-    out when there are others) times ``num_generations``.
+    Here: the median generation's seconds (leaving out the first, which pays CUDA's warm-up, where there are others)
+    times ``num_generations``.  On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` cores, a worker each,
+    ``t4_parallel_games`` in flight a worker as ``sizing.sized`` gives them), each part of a generation on its own:
 
-    On a T4 (Kaggle's "GPU T4 x2": one GPU used, ``KAGGLE_CORES`` CPU cores, a worker each, the run sized for
-    them by ``sizing.sized``: ``t4_parallel_games`` in flight a worker), each part of a generation is scaled on
-    its own:
-
-    - self-play is bounded by the slower of two, the network's work and the tree work (the network scores only
-      the positions the searches' cache does not answer, ``num_network_evaluations``).  The network's rate: its
-      forward time measured here at two batch sizes (``figures["forward"]``) fits
-      ``t(B) = latency + B * per_position``; on the T4 the latency is kept (launching kernels is host work)
-      and ``per_position`` grows by the ratio of the two GPUs' peak float16 tensor throughput
-      (``PEAK_TFLOPS``), at the batch the server sends (the games in flight of half the workers).
-      The tree work's: where ``figures["rows"]`` has self-play sized for ``KAGGLE_CORES`` cores and pinned to
-      them (``cores``), that row's measured rate, pipes and turn-taking included (``hours`` then uses it, at
-      this machine's core speed); else its rate per core with the free evaluator times the workers, and the
-      same bound computed for this machine (``num_workers`` workers) against the self-play rate the
-      generations measured gives the share of the bound that self-play reaches here (``efficiency``).  The
-      T4's hours are given at the bound (``hours_at_best``) and at this machine's share of it, or at the
-      measured 4-core rate (``hours``);
-    - training, float32, grows by the ratio of the two GPUs' peak float32 throughput, an upper bound where small
-      steps are bound by latency rather than arithmetic;
+    - self-play is bounded by the slower of the network's work and the tree work (the network scores only what the
+      searches' cache does not answer, ``num_network_evaluations``).  The network: its forward time measured here at
+      two batch sizes (``figures["forward"]``) fits ``t(B) = latency + B * per_position``; on the T4 the latency is
+      kept (launching kernels is host work) and ``per_position`` grows by the ratio of the two GPUs' peak float16
+      tensor throughput (``PEAK_TFLOPS``), at the batch the server sends (the games in flight of half the workers).
+      The tree work: where ``figures["rows"]`` has self-play sized for ``KAGGLE_CORES`` cores and pinned to them
+      (``cores``), that row's measured rate, at this machine's core speed; else the free evaluator's rate per core
+      times the workers, and the same bound computed for this machine (``num_workers``) against the self-play rate
+      measured here gives the share of its bound that self-play reaches (``efficiency``).  ``hours_at_best`` is at
+      the bound, ``hours`` at the measured 4-core rate or at this machine's share of the bound;
+    - training, float32, grows by the ratio of the peak float32 throughputs, an upper bound where small steps are
+      bound by latency rather than arithmetic;
     - the rest of a generation (replay loading, the held-out and Pons evaluations) is kept as measured here.
 
     ``t4`` is the reason instead where this device's peak figures are unknown or no throughput was measured.

@@ -1,32 +1,20 @@
 """Build the opening book: the positions the agent can meet in its first plies, each proven by the solver.
 
-**The tree.**  From the empty board, with the agent as the first player (its nodes at even plies)
-and as the second (odd plies):
+**The tree**, from the empty board, with the agent as the first player (its nodes at even plies) and as the
+second (odd plies): at an agent's node one move, the forced one where the agent's own checks decide before the book
+(``game.forced_move``), else the book's move, chosen by ``prove_entry`` from the position alone, never from a
+network, so that one book serves every model; at an opponent's node every legal reply.  Nodes are mirror-canonical
+(``book.canonical_key``).  ``all_plies`` adds every position up to that ply (those of random openings).
 
-* at an agent's node, one move: the forced one where the agent's own checks decide before the book
-  (``game.forced_move``: one legal column, a win now, the block of a single threat), else the book's
-  move, which ``prove_entry`` chooses from the position alone, never from a network, so that one
-  book serves every model;
-* at an opponent's node, every legal reply.
+**The rule** (``prove_entry``), from a cleared table: weak-solve the position.  Won or lost, ask for the exact
+score within ``exact_factor`` times the nodes the weak proof took (at least ``exact_min_nodes``): the move that wins
+fastest, or loses slowest, first in the solver's root order (``solver._root_order``).  A draw, or an exact score not
+found within that budget: the first move in that order that keeps the result (lost: the first move).  The budgets
+count nodes, so a build is reproducible whatever the machine's speed.
 
-Nodes are mirror-canonical (``book.canonical_key``): a position and its reflection are one node,
-and their subtrees are each other's reflection.  ``all_plies`` adds every position up to that ply
-(the positions of random openings, where the agent's tree does not go).
-
-**The rule** (``prove_entry``), from a cleared table: weak-solve the position (win, draw or loss).
-Won or lost, ask for the exact score within ``exact_factor`` times the nodes the weak proof took (at
-least ``exact_min_nodes``): the move that wins fastest, or loses slowest (the longest game for the
-opponent to get right), first in the solver's root order (a win now, then the most winning cells
-created, then centre first; ``solver._root_order``).  A draw, or an exact score not found within
-that budget: the first move in the same order that keeps the result (lost: the first move).  The
-budgets count nodes, so a build is reproducible whatever the machine's speed.
-
-**The state file** (``book_journal.State``) is an append-only journal of proven entries, so a build killed
-at any moment loses only the positions being proven then; a rerun proves only what is missing.
-
-``build`` proves the tree ply by ply (shallowest first), so that after each ply the book written
-(``write_book``) is complete to that ply: a shallow book can ship while a deeper one computes, and
-a later run with a larger ``depth`` extends the same state file.
+``build`` proves the tree ply by ply, shallowest first, into a ``book_journal.State`` (a rerun proves only what is
+missing), so that the book written after each ply (``write_book``) is complete to it, and a later run with a larger
+``depth`` extends the same state file.
 """
 
 from __future__ import annotations
@@ -112,9 +100,8 @@ def needs_entry(position: int, mask: int) -> bool:
 class Provers:
     """The solvers of a build: ``deep`` for the positions of at most ``deep_plies`` plies, ``fast`` for the rest.
 
-    The first plies need billions of nodes, which a large table (``deep``, made on first use by
-    ``make_deep``) cuts by a factor of 2.5 and more; later positions need millions, which a table
-    that fits the cache (``fast``) proves twice as fast.
+    The first plies' proofs take billions of nodes, which a large table (``deep``, made on first use by
+    ``make_deep``) cuts; later positions take millions, which a table that fits the cache (``fast``) proves faster.
     """
 
     fast: solver.Solver
@@ -143,8 +130,8 @@ def prove_entry(provers: Provers | solver.Solver, position: int, mask: int, exac
                 exact_min_nodes: int) -> tuple[int, int, int, int, float]:
     """``(result, score, col, nodes, cpu_seconds)`` of one position by the rule (module docstring).
 
-    From a cleared table; ``score`` is ``NO_SCORE`` where the exact score was not sought (a draw)
-    or not found within the budget.  The weak proof itself has no budget: an entry is always proven.
+    From a cleared table; ``score`` is ``NO_SCORE`` where the exact score was not sought (a draw) or not found within
+    the budget.  The weak proof itself has no budget: an entry is always proven.
     """
     start = time.process_time()
     prover = provers.pick(mask) if isinstance(provers, Provers) else provers
@@ -205,12 +192,10 @@ def _seconds_left(done: int, total: int, seconds: float, later: float, workers: 
 
 
 def _later_plies(ply: int, depth: int, all_plies: int, tree_share: float, held: set[int]) -> float:
-    """What the plies after ``ply`` cost, in units of this ply's: going one ply deeper multiplies the positions
-    by 2 to 3 and divides what each costs by about as much (``data/book/README.md``: the CPU of each ply), so
-    each deeper ply costs about as much as this one, unless it is one of the agent's tree only while this ply
-    also holds every position (``all_plies``): then ``tree_share``, the tree's part of this ply.  A ply of the
-    tree only that the journal held entries of when the build began (``held``) was proven by an earlier run
-    (the tree to ``depth`` before an ``all_plies`` build): nothing."""
+    """What the plies after ``ply`` cost, in units of this ply's: each deeper ply about as much as this one (more
+    positions, each cheaper: ``data/book/README.md``, the CPU of each ply), but ``tree_share`` (the tree's part of
+    this ply) for a ply of the agent's tree only after plies of every position (``all_plies``), and nothing for a
+    ply of the tree only that the journal held entries of when the build began (``held``: an earlier run's)."""
     def cost(later: int) -> float:
         if later <= all_plies:
             return 1.0
@@ -236,13 +221,12 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
           on_ply: Callable[[int, BuildStats], None] | None = None) -> BuildStats:
     """Prove the tree's positions at plies up to ``depth`` (and every position up to ``all_plies``) into ``state``.
 
-    The tree starts at ``root`` (default the empty board; a later position makes a book of its
-    endings, which tests prove quickly); plies count the stones on the board.  Ply by ply; positions
-    already in ``state`` are not proven again.  ``prover``: a solver, or ``Provers``
-    (default ``default_provers()``: compiled where numba is).  ``workers`` > 1 proves that many
-    positions at once, one process each (``labeller.proofs``).  ``on_ply(ply, stats)`` is called
-    after each completed ply (``write_book`` there ships a book complete to it).  A
-    ``KeyboardInterrupt`` stops the build with what is proven kept (``stats.interrupted``).
+    The tree starts at ``root`` (default the empty board; a later position makes a book of its endings, which tests
+    prove quickly); plies count the stones on the board.  Positions already in ``state`` are not proven again.
+    ``prover``: a solver, or ``Provers`` (default ``default_provers()``).  ``workers`` > 1 proves that many positions
+    at once, one process each (``labeller.proofs``).  ``on_ply(ply, stats)`` after each completed ply (``write_book``
+    there ships a book complete to it).  A ``KeyboardInterrupt`` stops the build with what is proven kept
+    (``stats.interrupted``).
     """
     if depth < 0 or workers < 1:
         raise ValueError(f"depth must be >= 0 and workers >= 1, not {depth} and {workers}")
@@ -361,7 +345,7 @@ def read_book(path: str | Path) -> book.Book:
 
 # --------------------------------------------------------------------------- beyond the book
 
-#: nodes a second of the two solvers on one core here (``bench solver``): the pure-Python one and the compiled one
+#: nodes a second of the pure-Python and the compiled solver on one core (``bench solver``; docs/results.md, *Speed*)
 PYTHON_RATE = 140_000
 COMPILED_RATE = 15_000_000
 

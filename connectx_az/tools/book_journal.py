@@ -1,13 +1,11 @@
 """The book builder's state file: an append-only journal of proven entries (``State``), safe against a kill.
 
-Each record is written as soon as its position is proven, so a build killed at any moment loses only
-the positions being proven then, and a rerun walks the tree again from its entries and proves only
-what is missing.  Each record carries its crc32: a last record cut short by a kill is dropped on
-reopening (said so), a bad record anywhere else is refused (``StateError``).  Layout, little-endian: a
-header ``<8sHBBBxdQ`` (magic ``b"CXAZBKST"``, version, rows, columns, inarow, ``exact_factor``,
-``exact_min_nodes``), then 24-byte records ``<QbbBBIII``: key, result, exact score (``NO_SCORE`` if not
-sought or not found), column (canonical orientation), ply, kilo-nodes, CPU milliseconds, crc32 of the
-first 20 bytes.  ``book_build`` fills it.
+Each record is written as soon as its position is proven, so a build killed at any moment loses only the positions
+being proven then; a rerun proves only what is missing.  Each record carries its crc32: a last record cut short by
+a kill is dropped on reopening (said so), a bad record anywhere else is refused (``StateError``).  Layout,
+little-endian: a header ``<8sHBBBxdQ`` (magic ``b"CXAZBKST"``, version, rows, columns, inarow, ``exact_factor``,
+``exact_min_nodes``), then 24-byte records ``<QbbBBIII``: key, result, exact score (``NO_SCORE`` if not sought or not
+found), column (canonical orientation), ply, kilo-nodes, CPU milliseconds, crc32 of the first 20 bytes.
 """
 
 from __future__ import annotations
@@ -22,24 +20,12 @@ from pathlib import Path
 from connectx_az.engine import game
 
 STATE_MAGIC = b"CXAZBKST"
-
-
 STATE_VERSION = 1
-
-
 _STATE_HEADER = struct.Struct("<8sHBBBxdQ")
-
-
 _RECORD = struct.Struct("<QbbBBIII")
-
-
 _RECORD_BODY = _RECORD.size - 4  # the bytes the crc covers
-
-
 #: ``Entry.score`` when the exact score was not sought or not found within the budget
 NO_SCORE = -128
-
-
 _FSYNC_SECONDS = 10.0
 
 
@@ -92,10 +78,9 @@ def _lock(handle, path: Path) -> None:
 class State:
     """The journal of a build: ``entries`` (key -> ``Entry``), and the rule's budgets it was built with.
 
-    ``State.open`` reads (or creates) a file; ``add`` appends one entry and flushes it to the
-    operating system at once (a killed process loses nothing written), with an fsync every few
-    seconds and at ``close``.  ``dropped_tail`` says how many bytes of a record cut short by a kill
-    were dropped on opening.  Use as a context manager.
+    ``State.open`` reads (or creates) a file; ``add`` appends one entry and flushes it to the operating system at
+    once (a killed process loses nothing written), with an fsync every few seconds and at ``close``.  ``dropped_tail``:
+    the bytes of a record cut short by a kill, dropped on opening.  Use as a context manager.
     """
 
     def __init__(self, path: Path, handle, entries: dict[int, Entry], *, exact_factor: float,
@@ -112,8 +97,8 @@ class State:
     def open(cls, path: str | Path, *, exact_factor: float = 2.0, exact_min_nodes: int = 1_000_000) -> State:
         """Open the state at ``path``, creating it with these budgets if it does not exist.
 
-        Raises ``StateError`` (one line) for a file that is not a state, was built for another
-        board, with other budgets (the rule would change midway), or is corrupt before its last record.
+        ``StateError`` (one line) for a file that is not a state, was built for another board or with other budgets
+        (the rule would change midway), or is corrupt before its last record.
         """
         path = Path(path)
         if exact_factor < 0 or exact_min_nodes < 0:

@@ -1,33 +1,19 @@
 """Build the single-file Kaggle submission from the package's own, tested source files.
 
-``build_submission`` writes one ``submission.py`` holding, in order:
+``build_submission`` writes one ``submission.py`` holding, in order: a header comment (model sha256, net shape,
+sizes, the caller's metadata); standard-library imports, the base64 model with its sha256 and the base64 opening
+book (``""`` without one); the source of every module of ``engine/`` and ``agent/`` (``pasted_modules``), verbatim as
+raw string literals read from disk at build time; the loader (``_LOADER``), which executes each source in a fresh
+module registered as ``connectx_az_submission.<name>`` (so ``dataclasses`` finds it) after rewriting its ``from
+connectx_az.engine import x`` / ``from connectx_az.agent import y`` lines into references to the modules loaded
+before it (same line count, so tracebacks point at real lines); last ``_agent``, the template's ``Agent`` with the
+embedded model, and ``def agent(observation, configuration)``, the last callable, which Kaggle calls.
 
-1. a header comment: model sha256, net shape, file sizes, caller's metadata;
-2. ``import`` lines (standard library only), the base64 model with its sha256,
-   and the base64 opening book (``book.py``'s file; ``""`` with ``book_path=None``);
-3. the source of every module of ``engine/`` and ``agent/`` (``pasted_modules``: the folders, in
-   load order) **verbatim** as a raw string literal, read from disk at build time, never from a
-   hand-kept copy;
-4. a small loader (``_LOADER`` below) that executes each source in a fresh
-   module registered in ``sys.modules`` as ``connectx_az_submission.<name>``
-   (so ``dataclasses`` finds it; the real package name is never used),
-   after rewriting exactly the ``from connectx_az.engine import x`` /
-   ``from connectx_az.agent import y`` lines into references to the modules
-   loaded before it (same line count, so tracebacks point at real lines);
-5. ``_agent``, the template's ``Agent`` with the embedded model, and last
-   ``def agent(observation, configuration)`` calling it: Kaggle executes the
-   file with an empty globals dict and takes the last callable it defines.
-
-If ``book``, ``solver`` or ``solver_numba`` fails to load in the
-sandbox, the template runs without it (numba itself is imported only when the
-agent compiles the solver, and only where it imports); if the template itself fails, ``agent`` falls back to the most
-central open column.  The builder refuses (``BuildError``, one line) a missing
-or corrupt model, a model that ``NumpyOnnxModel`` cannot run, a book that is
-missing, truncated, corrupt or built for another board (``book.decode``), sources that
-import anything beyond the standard library, numpy and the optional packages
-(``OPTIONAL_IMPORTS``: only inside a function or ``try``, never at a module's
-top level), an unwritable output folder, and a file over ``MAX_BYTES``.  Output
-is written atomically.
+Where ``book``, ``solver`` or ``solver_numba`` fails to load, the agent plays on without it; where the template
+fails, ``agent`` plays the most central open column.  ``BuildError`` (one line) refuses a missing or corrupt model,
+one ``NumpyOnnxModel`` cannot run, a book ``book.decode`` refuses, sources that import beyond the standard library,
+numpy and ``OPTIONAL_IMPORTS`` (those only inside a function or ``try``), an unwritable output folder and a file over
+``MAX_BYTES``.  Output is written atomically.
 """
 
 from __future__ import annotations
@@ -62,9 +48,8 @@ _ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | OPTIONAL_IMP
 def pasted_modules() -> list[tuple[str, str]]:
     """``(module name, path relative to the package)`` of every module of the ``PASTED`` folders, in load order.
 
-    Folder by folder, each module after those it imports from its own folder (a depth-first walk in name
-    order), so each imports only modules loaded before it.  Raises ``BuildError`` for two modules of one
-    name or an import cycle.
+    Folder by folder, each module after those it imports from its own folder (a depth-first walk in name order).
+    ``BuildError`` for two modules of one name or an import cycle.
     """
     order: dict[str, str] = {}
     for folder in PASTED:
@@ -266,9 +251,8 @@ def build_submission(
 ) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
-    ``expected_sha256``, when given, must match the model bytes (e.g. the value
-    in the export report).  ``metadata`` (JSON-able) goes into the header.
-    ``book_path``: the opening book to embed (``None``: none).  Raises ``BuildError``.
+    ``expected_sha256``, when given, must match the model bytes (e.g. the export report's).  ``metadata``
+    (JSON-able) goes into the header.  ``book_path``: the opening book to embed (``None``: none).  ``BuildError``.
     """
     out_path = Path(out_path)
     data = _read_model(model_path)

@@ -1,23 +1,17 @@
 """Is a candidate better than the shipped file? ``connectx-az compare``: both built with the shipped book, graded
 paired on the same positions, and a verdict by the release rule (``RULE``).
 
-The grades, each a JSON file in the output folder written when its step ends (a killed compare resumes where it
+Each grade is a JSON file in the output folder, written when its step ends (a killed compare resumes where it
 stopped; ``compare.json`` records what is compared and at what sizes, and another compare is refused there):
 
-``pons_RUNTIME_SET.json``  both files under the Kaggle clock (2 s a move, no bank) on one Pons set, in turns on
-                           each position: ``eval pons --submission CANDIDATE SHIPPED --runtime RUNTIME --sets SET``
+``pons_RUNTIME_SET.json``  both files under the Kaggle clock on one Pons set, in turns (``eval pons --submission``)
 ``negamax_RUNTIME.json``   the candidate against kaggle-environments' ``negamax``, each seat (``validate``)
 ``duel_RUNTIME.json``      the candidate against the perfect opponent that errs 20% of the time (``duel``)
-``network.json``           the two networks alone, MCTS at 800 simulations, raw policy and value head
-                           (``eval pons --model CANDIDATE --compare SHIPPED --sims 800``)
+``network.json``           the two networks alone: MCTS 800, raw policy, value head (``eval pons --model --compare``)
 
-Each step is a child ``connectx-az`` process, as a user would run it: the runtimes block packages for the whole
-process.  A runtime whose packages are missing here (``kaggle`` needs numba; the games need
-kaggle-environments; the networks alone need onnxruntime) is skipped with a line saying so.
-
-Paired: on each set, ``only_candidate`` is how many positions the candidate gets wrong and the shipped file right,
-``only_shipped`` the reverse; ``sign_test`` gives the one-sided exact p-value of seeing ``only_candidate`` or
-more of the ``only_candidate + only_shipped`` discordant positions if neither file were better.
+Each step is a child ``connectx-az`` process (``compare_steps``), since the runtimes block packages for the whole
+process; a step whose packages are missing here is skipped with a line saying so.  Paired counts: on each set,
+``only_candidate`` positions the candidate gets wrong and the shipped file right, ``only_shipped`` the reverse.
 """
 
 from __future__ import annotations
@@ -68,8 +62,7 @@ class Sizes:
 
 
 FULL = Sizes()
-#: a sample of each set and a few games: 35 minutes on one core of a 2-core VM other work shared (2026-11-28),
-#: 14 of them the first duel, its referee's cache cold (22 for the kaggle runtime, 7 for numpy, 5 the networks)
+#: a sample of each set and a few games (its time: README, *Is my model better than the shipped one?*)
 QUICK = Sizes(limit=100, games=10, network_limit=200)
 
 

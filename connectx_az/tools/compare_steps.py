@@ -44,10 +44,9 @@ class Step:
 def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = (),
               log: Callable[[str], None] = print) -> list[str]:
     """Run the steps whose file is not yet in ``out_dir``; returns a line for each step skipped for want of a
-    package.  A child that fails raises ``CompareError`` with its last line of error output.
-
-    ``cores``: the CPU cores to pin the children to.  With two or more, the runtimes' steps run at once, a runtime
-    a core (the clock is what is measured: give cores nothing else uses); the networks alone come last.
+    package.  A child that fails raises ``CompareError`` with its last line of error output.  ``cores``: the CPU
+    cores to pin the children to; with two or more, the runtimes' steps run at once, a runtime a core (the clock is
+    what is measured: give cores nothing else uses); the networks alone come last.
     """
     todo = [s for s in steps if not (out_dir / s.file).is_file()]
     lanes: dict[str, list[Step]] = {}
@@ -70,11 +69,10 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
 
 
 class _Progress:
-    """The compare's progress lines: each step as it starts, its place among all the steps (those graded before, by a
-    killed compare, count as done), and the time left, measured: each step still to come takes the seconds per unit
-    of ``Step.weight`` that the steps of its kind (the same runtime's first, else the other's) took in this run.
-    Kinds not timed yet are named instead; before the first step ends there is no estimate.
-    ``lanes_at_once``: runtimes graded at once (``--cores``), which divide the runtimes' time left."""
+    """The compare's progress lines: each step as it starts, its place among all the steps (those a killed compare
+    graded count as done), and the time left: each step to come takes the seconds per unit of ``Step.weight`` that
+    its kind's steps (the same runtime's first, else the other's) took in this run; kinds not timed yet are named
+    instead.  ``lanes_at_once``: runtimes graded at once (``--cores``), which divide the runtimes' time left."""
 
     def __init__(self, num_steps: int, todo: Sequence[Step], log: Callable[[str], None], *, lanes_at_once: int = 1,
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -1,19 +1,11 @@
 """Positions whose result the exact solver has proven: random openings labelled win, draw or loss.
 
-Self-play teaches the value head one noisy game result per position, and only in the openings
-its own policy reaches.  The weak solver proves the result of a random opening of 8 or more plies
-in a fraction of a second (compiled; ``solver_numba``), so such positions can teach the value head
-the openings that opponents create, with exact targets.  ``label`` draws random prefixes (the
-rules of ``selfplay.random_prefix``), proves each within a node budget and keeps the proven ones;
-the Pons benchmark's positions and their children are never kept (``pons.benchmark_keys``), so the
-benchmark stays out of what is trained on.
-
-With ``moves`` each kept position also gets its best moves, a policy target: every child is
-weak-solved too (``Solver.move_scores``, the root's table warm), and ``best`` marks the columns
-that keep the proven result.
-
-The labels go to a file of ``training.labels``'s format.  numpy and the standard library only, like the
-solver.
+Self-play teaches the value head one noisy game result per position, and only in the openings its own policy
+reaches; the compiled weak solver (``solver_numba``) proves random openings cheaply, so they can teach the openings
+opponents create, with exact targets.  ``label`` draws random prefixes (``selfplay.random_prefix``), proves each
+within a node budget and keeps the proven ones; the Pons positions and their children are never kept
+(``pons.benchmark_keys``), so the benchmark stays out of what is trained on.  With ``moves`` each kept position also
+gets its best moves (``best_moves``), a policy target.  The labels go to a file of ``training.labels``'s format.
 """
 
 from __future__ import annotations
@@ -37,10 +29,8 @@ from connectx_az.training.labels import COLUMN_BITS, UNPROVEN_MOVES, Labels, con
 
 
 def random_positions(rng: np.random.Generator, min_plies: int, max_plies: int) -> Iterator[tuple[int, int, int]]:
-    """Endless ``(position, mask, plies)``: a uniform number of plies, then ``selfplay.random_prefix``.
-
-    Positions where the side to move can win at once are skipped (their result needs no proof).
-    """
+    """Endless ``(position, mask, plies)``: a uniform number of plies, then ``selfplay.random_prefix``; positions where
+    the side to move can win at once are skipped (their result needs no proof)."""
     if not 0 <= min_plies <= max_plies <= selfplay.MAX_PREFIX_PLIES:
         raise ValueError(f"plies must satisfy 0 <= min <= max <= {selfplay.MAX_PREFIX_PLIES}, "
                          f"not {min_plies}..{max_plies}")
@@ -68,8 +58,8 @@ class LabelStats:
 def best_moves(prover: solver.Solver, position: int, mask: int, result: int, max_nodes: int) -> int | None:
     """The ``best`` bitmask of a position proven ``result`` (0 if it is lost), ``None`` if not proven in budget.
 
-    Each child is weak-solved (``Solver.move_scores``) from ``prover``'s table as it stands: right
-    after the position's own proof, much of the work is already there.
+    Each child is weak-solved (``Solver.move_scores``) from ``prover``'s table as it stands: right after the
+    position's own proof, much of the work is already there.  ``best`` marks the columns that keep ``result``.
     """
     if result < 0:
         return 0
@@ -88,12 +78,10 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
               every: int = 100) -> tuple[Labels, LabelStats]:
     """``labels`` with the best moves proven (``best_moves``) where they lack them.
 
-    Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets
-    ``best`` ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again, unless
-    ``retry_unproven`` (then with this call's ``max_nodes``, typically a bigger one).  Stops after
-    ``seconds``, or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).
-    ``workers`` > 1 proves that many positions at once, each in its own process (``proofs``).
-    ``on_done(labels_so_far, stats)`` is called after every ``every`` positions tried.
+    Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets ``best``
+    ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again unless ``retry_unproven``.  Stops after ``seconds``,
+    or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).  ``workers`` > 1 proves that
+    many positions at once (``proofs``).  ``on_done(labels_so_far, stats)`` after every ``every`` positions tried.
     """
     prover = prover if prover is not None else _default_prover()
     best = labels.best.copy()
@@ -133,10 +121,9 @@ Proof = tuple["int | None", int]
 
 def prove(prover: solver.Solver, position: int, mask: int, result: int | None, moves: bool,
           max_nodes: int) -> Proof:
-    """``(result, best)`` of one position, from a cleared table: its result (weak-solved within
-    ``max_nodes`` unless ``result`` is given; ``None`` if not proven, and then ``best`` 0) and with
-    ``moves`` its best moves (``best_moves``; ``UNPROVEN_MOVES`` if not proven within another
-    ``max_nodes``)."""
+    """``(result, best)`` of one position, from a cleared table: its result (weak-solved within ``max_nodes`` unless
+    ``result`` is given; ``None`` if not proven, and then ``best`` 0) and with ``moves`` its best moves
+    (``best_moves``; ``UNPROVEN_MOVES`` if not proven within another ``max_nodes``)."""
     prover.clear()
     if result is None:
         result = prover.solve(position, mask, weak=True, max_nodes=max_nodes)
@@ -173,18 +160,15 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
            work: Callable[..., Any] = prove) -> Iterator[tuple[object, Any]]:
     """``(key, work(prover, *args))`` for each ``(key, args)`` of ``tasks``, in their order.
 
-    ``work`` is ``prove`` (``args`` a ``Task``, answers a ``Proof``) unless another function is
-    given (``book_build`` proves its entries so; the processes inherit it, it is not pickled).
-    ``workers`` > 1: that many processes (forked, each with its own copy of ``prover``) prove up to
-    twice as many tasks ahead of the one yielded; ``tasks`` is drawn from only as they are needed,
-    so it may be endless, and closing the generator ends the processes.  The results are those of
-    one process, in the same order.  A process that dies raises ``RuntimeError`` here rather than
-    leaving its task unanswered.
+    ``work`` is ``prove`` (``args`` a ``Task``, answering a ``Proof``) unless another function is given
+    (``book_build``'s; the processes inherit it, it is not pickled).  ``workers`` > 1: that many forked processes,
+    each with its own copy of ``prover``, prove up to twice as many tasks ahead of the one yielded; ``tasks`` is drawn
+    from only as needed, so it may be endless, and closing the generator ends the processes.  The results are those
+    of one process.  A process that dies raises ``RuntimeError`` here rather than leave its task unanswered.
 
-    Each process has a pipe of its own: no lock is shared, so ending them at any moment cannot
-    deadlock (``multiprocessing.Pool.terminate`` can, in CPython's ``_help_stuff_finish``, waiting
-    for the task queue's lock that a worker holds; CI hung there once), and a parent that is killed
-    leaves none of them waiting.
+    Each process has a pipe of its own and no lock is shared, so ending them at any moment cannot deadlock (as
+    ``multiprocessing.Pool.terminate`` can, waiting for the task queue's lock that a worker holds), and a killed
+    parent leaves none of them waiting.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
@@ -259,8 +243,8 @@ def open_file(path: str | Path) -> Labels:
 def add_moves_to_file(path: str | Path, labels: Labels, *, max_nodes: int, seconds: float | None,
                       prover: solver.Solver, workers: int = 1, retry_unproven: bool = False,
                       on_progress: Callable[[LabelStats], None] | None = None) -> tuple[Labels, LabelStats]:
-    """``add_moves`` over ``labels`` (the file's), the file at ``path`` rewritten with what is proven every
-    100 positions tried (``on_progress(stats)`` after each such save) and at the end where any was tried."""
+    """``add_moves`` over ``labels`` (the file's), the file at ``path`` rewritten with what is proven every 100
+    positions tried (``on_progress(stats)`` after each such save) and at the end where any was tried."""
     def done(so_far: Labels, stats: LabelStats) -> None:
         save(path, so_far)
         if on_progress is not None:
@@ -279,10 +263,9 @@ def label_into_file(path: str | Path, before: Labels, *, num_positions: int | No
                     on_progress: Callable[[LabelStats], None] | None = None) -> tuple[Labels, LabelStats]:
     """``(before + new labels, stats)``: ``label`` new positions into the file at ``path``, which holds ``before``.
 
-    The Pons positions and those of ``before`` are excluded, and ``seed`` is offset by ``len(before)``, so
-    a file added to draws afresh.  The file is rewritten with ``before`` and what is kept so far every 100
-    kept positions (``on_progress(stats)`` after each such save), and at the end.  Raises ``ValueError``
-    as ``label`` does.
+    The Pons positions and those of ``before`` are excluded, and ``seed`` is offset by ``len(before)``, so a file
+    added to draws afresh.  The file is rewritten with what is kept so far every 100 kept positions
+    (``on_progress(stats)`` after each such save) and at the end.  ``ValueError`` as ``label``.
     """
     exclude = pons.benchmark_keys() | before.keys()
 
@@ -311,18 +294,14 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
           on_kept: Callable[[Labels, LabelStats], None] | None = None, every: int = 100) -> tuple[Labels, LabelStats]:
     """Prove random positions until ``num_positions`` are kept or ``seconds`` have passed.
 
-    Each position is weak-solved within ``max_nodes`` (an unproven one is dropped: the labels lean
-    to positions the solver proves in that budget).  Positions in ``exclude`` (e.g.
-    ``pons.benchmark_keys()`` and the keys of labels already on file) and repeats are skipped.
-    With ``moves`` each kept position's best moves are proven too (``best_moves``, within another
-    ``max_nodes``; ``best`` is ``UNPROVEN_MOVES`` where they are not; ``stats.with_moves`` counts
-    those that are).
-    ``prover``: a ``solver.Solver`` (default ``solver_numba.make_solver``, compiled where numba is).
-    ``workers`` > 1 proves that many positions at once, each in its own process with its own copy
-    of ``prover`` (``proofs``); with ``num_positions`` the labels are those of one process.
-    ``on_kept(labels_so_far, stats)`` is called after every ``every`` kept positions (a progress bar,
-    a save).  At least one of ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt``
-    ends the loop with what is proven so far (``stats.interrupted``).
+    Each position is weak-solved within ``max_nodes``; an unproven one is dropped (the labels lean to positions the
+    solver proves in that budget).  Positions in ``exclude`` (e.g. ``pons.benchmark_keys()`` and the keys of labels
+    already on file) and repeats are skipped.  With ``moves`` each kept position's best moves are proven too
+    (``prove``; ``stats.with_moves`` counts those proven).  ``prover``: default ``solver_numba.make_solver``.
+    ``workers`` > 1 proves that many positions at once (``proofs``); with ``num_positions`` the labels are those of
+    one process.  ``on_kept(labels_so_far, stats)`` after every ``every`` kept positions.  At least one of
+    ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt`` ends the loop with what is proven so
+    far (``stats.interrupted``).
     """
     if num_positions is None and seconds is None:
         raise ValueError("give num_positions or seconds (or both)")
