@@ -7,10 +7,9 @@ started with "spawn" (forking a process holding torch and CUDA is unsafe) and im
 script needs the ``if __name__ == "__main__":`` guard.
 
 Determinism: workers are served in two alternating groups (even and odd indices), so one group's tree work
-overlaps the other's network call.  Each batch is "the next request of every unfinished worker of the
-group, in worker order", never "whatever has arrived", so the batches, and every float the network
-returns, do not depend on timing; worker ``i`` draws from its own seed (``worker_seeds``).  On CPU a run
-is reproducible for a given ``W``.
+overlaps the other's network call.  A batch is "the next request of every unfinished worker of the group,
+in worker order", never "whatever has arrived", so no float depends on timing; with ``worker_seeds``, a
+run on CPU is reproducible for a given ``W``.
 
 Wire format, one pipe per worker, each message a one-byte tag then its payload::
 
@@ -22,7 +21,7 @@ Wire format, one pipe per worker, each message a one-byte tag then its payload::
 
 Pickle only crosses a pipe to this process's own children.  A worker's failure is raised here as
 ``WorkerError``; workers are daemonic, ignore Ctrl-C and exit when their pipe closes, and the server checks
-that a silent worker is alive, so neither side can hang or outlive the other.
+that a silent worker is alive, so neither side hangs or outlives the other.
 """
 
 from __future__ import annotations
