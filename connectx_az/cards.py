@@ -1,15 +1,8 @@
 """Model cards: the JSON written beside an exported model (``export.model_card``) and read by ``build``.
 
-A card holds facts read from the file (``path``, ``num_bytes``, ``sha256``, ``net``, ``opset``, ``ops``)
-and, where known, how the model was made and how strong it is:
-
-- ``trained_by``: one line, the command (``connectx-az train RUN --preset cpu``) or a short summary;
-- ``training``: ``generations``, ``games``, ``hours`` (CPU- or GPU-hours of generation time), ...;
-- ``provenance``: ``summary`` and ``steps`` (one command line each) where one command does not say it;
-- ``strength``: ``headline`` (one line, measured), ``command`` (what measured it), ``network``.
-
-``summary_lines`` is what ``build`` prints (at most five short lines); ``describe`` is the whole card
-for ``connectx-az card``.  numpy-free and torch-free: the standard library only.
+Facts read from the file (``path``, ``num_bytes``, ``sha256``, ``net``, ``opset``, ``ops``) and, where known:
+``trained_by`` (one line), ``training`` (``generations``, ``games``, ``hours``, ...), ``provenance``
+(``summary``, ``steps``) and ``strength`` (``headline``, ``command``, ``network``).  Standard library only.
 """
 
 from __future__ import annotations
@@ -61,11 +54,8 @@ def summary_lines(card: dict[str, Any], *, model: str | Path, sha256: str, net_l
 
 
 def describe(card: dict[str, Any], *, width: int = 100, model: str | Path | None = None) -> list[str]:
-    """Every field of ``card`` worth reading, as wrapped lines (``connectx-az card``).
-
-    ``model``: the file the card was read beside, named as ``build`` names it; the name it was exported under
-    (the card's ``path``) follows where the two differ.
-    """
+    """Every field of ``card`` worth reading, as wrapped lines (``connectx-az card``); ``model``: the file it
+    was read beside (the name it was exported under follows where the two differ)."""
     if not card:
         return ["(no model card: export writes one beside the model, e.g. build/model.json)"]
     out: list[str] = []

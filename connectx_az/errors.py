@@ -1,9 +1,7 @@
-"""The base class of the errors a user sees.  Standard library only, below every tier.
+"""The base class of the errors a user sees, printed by ``connectx-az`` as one ``error:`` line (status 2).
 
-``connectx-az`` prints a ``UserError`` as one ``error:`` line and exits with status 2, never a traceback:
-a bad command line, path, setting, checkpoint, model card or file.  Each tier words its own (``ConfigError``,
-``CheckpointError``, ``BuildError``, ...) and derives them from this class.  The one exception is the agent's
-``backends.ModelError``: ``agent/`` is pasted into ``submission.py``, which imports nothing of the package.
+Each tier derives its own from it, except the agent's ``backends.ModelError``: ``agent/`` is pasted into
+``submission.py``, which imports nothing of the package.
 """
 
 

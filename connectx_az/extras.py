@@ -1,13 +1,7 @@
 """Optional packages: which pip extra installs each, and the one-line error when a command lacks one.
 
-The package itself needs numpy alone (``make submission``: build a submission).
-The commands that run a model through onnxruntime (``eval pons --model``, ``arena``,
-``play``) need the ``eval`` extra, without torch (it holds kaggle-environments too, for
-the arena's built-in agents); training and export need ``train``; playing
-kaggle-environments' games and compiling the solver as on Kaggle need ``validate``.
-A command names what it needs with ``require`` before any work, and ``cli.main.main``
-turns any other import of these packages that fails into the same sentence
-(``missing_message``).  Standard library only.
+The package needs numpy alone.  A command names what it needs with ``require`` before any work, and
+``cli.main.main`` words any other failed import of ``PACKAGES`` the same way (``missing_message``).
 """
 
 from __future__ import annotations
@@ -40,8 +34,8 @@ def is_optional(module: str | None) -> bool:
 
 
 def missing_message(modules: list[str], needed_by: str) -> str:
-    """One line: ``needed_by`` (e.g. "`connectx-az play`") needs ``modules`` (import names of
-    ``PACKAGES``), and the ``make`` targets and pip extras that install them in the clone."""
+    """One line: ``needed_by`` needs ``modules`` (``PACKAGES``' import names), and the ``make`` targets and pip
+    extras that install them."""
     names = [PACKAGES[m.split(".")[0]][0] for m in modules]
     extras = sorted({PACKAGES[m.split(".")[0]][1] for m in modules}, key=list(MAKE_TARGETS).index)
     listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

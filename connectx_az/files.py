@@ -1,7 +1,4 @@
-"""Atomic file writes: a run killed at any instant leaves the old file or the new one, never half.
-
-Standard library only (the numpy-only ``build`` path uses it too).
-"""
+"""Atomic file writes: a run killed at any instant leaves the old file or the new one, never half."""
 
 from __future__ import annotations
 
@@ -15,8 +12,7 @@ from typing import BinaryIO
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(f)`` on a temp file beside ``path``, fsync, then rename it over ``path``.
 
-    The file gets the usual ``0644`` less the umask (``mkstemp`` would leave it
-    ``0600``).  Raises ``OSError`` when the folder cannot be created or written.
+    The file gets ``0644`` less the umask (``mkstemp``'s ``0600`` would not); raises ``OSError``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,4 @@
-"""Where the package's own files are: the shipped model, its card and checkpoint, the book, the labels, the Pons sets.
-
-Every path into the installed package's ``models/`` and ``data/`` is named here once, so moving a file
-is one line to change.  Standard library only.
-"""
+"""Every path into the installed package's ``models/`` and ``data/``, named once."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``connectx-az``: the parser of every command group, and ``main``.
+"""``connectx-az``: the parser of every command group (``GROUPS``, each with its ``add_parsers``), and ``main``.
 
-Each command group is a module of this folder with its own ``add_parsers`` (``train``, ``build``,
-``evaluate``, ``play``, ``release``, ``bench``); each command imports what it needs when it runs, so ``build``
-works with numpy alone and ``--help`` is instant.  Expected failures (bad paths, bad configs,
-corrupt models, files that are not submissions, optional packages not installed) print one line
-starting with ``error:`` and exit with status 2.
+Commands import what they need when they run, so ``build`` works with numpy alone and ``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -33,9 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions ``main`` prints as one ``error:`` line (status 2) rather than a traceback: the package's
-    own (``errors.UserError``), a file missing or unreadable, and the two of code pasted where the package
-    cannot be imported (``agent/`` into submission.py, ``kaggle_sandbox`` into Kaggle-like child scripts)."""
+    """The exceptions ``main`` prints as one ``error:`` line (status 2): ``errors.UserError``, a missing or
+    unreadable file, and the two of code pasted where the package cannot be imported."""
     from connectx_az.agent.backends import ModelError
     from connectx_az.evaluation.kaggle_sandbox import SubmissionError
 

@@ -71,10 +71,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "positions (the six Pons sets under the Kaggle clock in both runtimes, games against negamax, "
                        "the duel against the noisy perfect opponent, the two networks alone at 800 simulations), "
                        "print each figure with the paired counts and p-values, and a verdict (exit 0: may ship; 1: "
-                       "not). " + compare.RULE + " On this project's 2-core VM the full compare took 68 minutes "
-                       "(its network step reused) and about 100 with --cores 0 1, and --quick 35 minutes on one "
-                       "shared core, 14 of them its first duel (the referee's cache cold); the progress lines "
-                       "measure the time left as steps end.")
+                       "not). " + compare.RULE + " Its timings: README, \"Is my model better than the shipped "
+                       "one?\"; the progress lines measure the time left as steps end.")
     p.add_argument("candidate", help="an ONNX model, a training run folder or a built submission.py")
     p.add_argument("--against", default=str(compare.SHIPPED_MODEL),
                    help="what to compare with (default: the shipped model, built with the shipped book)")

@@ -1,15 +1,7 @@
-"""Pascal Pons' Connect Four benchmark sets, with every move's exact score, and scoring moves against them.
+"""Pascal Pons' Connect Four benchmark sets (``data/pons/``), every move's exact score, and grading against them.
 
-The files live in the package data folder ``connectx_az/data/pons/`` (its README gives the
-format).  Scores are Pons' scores for the side to move: winning with one's own k-th stone scores
-``22 - k``, ``0`` is a draw, a loss is negative.  Columns here are 0-based (``col``); the files'
-move strings are 1-based, as Pons writes them.
-
-``grade`` scores chosen columns against a set; ``grade_sets`` runs any chooser (positions ->
-columns) over the sets.  ``policy_mistake_rates`` grades a network's raw policy (the cheap
-per-generation signal of training) and ``search_mistake_rates`` MCTS at a fixed simulation count;
-``benchmark_keys`` names every benchmark position and its children (the labeller keeps them out of
-training labels).  Grading value heads and built files is ``evaluation.grading``'s.
+Scores are for the side to move: winning with one's own k-th stone scores ``22 - k``, 0 is a draw, a loss is
+negative.  Columns here are 0-based (``col``); the files' move strings are 1-based, as Pons writes them.
 """
 
 from __future__ import annotations
@@ -41,8 +33,7 @@ def sign(x: int) -> int:
 
 @dataclass(frozen=True)
 class PonsPosition:
-    """One benchmark line: ``moves`` (1-based columns from the empty board), the position's
-    ``score`` and ``move_scores[col]`` for each of the 7 columns (``None`` where full), all for the
+    """One benchmark line: ``moves`` (1-based), ``score`` and ``move_scores[col]`` (``None`` where full),
     side to move."""
 
     moves: str
@@ -84,21 +75,16 @@ def _check_name(name: str) -> None:
 
 
 def load_set(name: str, *, limit: int | None = None) -> list[PonsPosition]:
-    """The positions of set ``name`` (a key of ``SETS``), in file order, at most ``limit``.
-
-    Raises ``ValueError`` for an unknown name.
-    """
+    """The positions of set ``name`` (a key of ``SETS``) in file order, at most ``limit``; ``ValueError`` if unknown."""
     _check_name(name)
     return [_parse(line) for line in _lines(SETS[name])[:limit]]
 
 
 def load_results(name: str, *, limit: int | None = None) -> list[tuple[str, int]]:
-    """``(moves, result)`` of every position of set ``name``, in file order, at most ``limit``.
+    """``(moves, result)`` (+1/0/-1, side to move) of set ``name``'s positions, in file order, at most ``limit``.
 
-    ``result`` is +1/0/-1 for the side to move under perfect play.  For a set
-    whose annotated file is partial (``RESULT_FILES``: Begin-Hard) this reads
-    the file of results alone, which holds all its positions.  Raises
-    ``ValueError`` for an unknown name or a malformed line.
+    Where ``SETS`` is partial this reads ``RESULT_FILES``.  Raises ``ValueError`` for an unknown name or a
+    malformed line.
     """
     _check_name(name)
     if name not in RESULT_FILES:
@@ -135,10 +121,7 @@ def is_strict_mistake(p: PonsPosition, col: int) -> bool:
 
 @dataclass
 class SetResult:
-    """How many of a set's positions an agent answered with a (strict) mistake.
-
-    ``is_mistake`` says which, position by position in file order (for ``compare``).
-    """
+    """How many of a set's positions an agent answered with a (strict) mistake; ``is_mistake`` in file order."""
 
     name: str
     num_positions: int
@@ -156,8 +139,7 @@ class SetResult:
 
 
 def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> SetResult:
-    """Grade one chosen column (0-based) per position.  Raises ``ValueError`` on a length
-    mismatch or an illegal column."""
+    """Grade one chosen column (0-based) a position; ``ValueError`` on a length mismatch or an illegal column."""
     if len(positions) != len(cols):
         raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
     mistakes = tuple(is_mistake(p, c) for p, c in zip(positions, cols, strict=True))
@@ -168,9 +150,6 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
         sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
         mistakes,
     )
-
-
-# --------------------------------------------------------------------------- grading agents
 
 
 def choose_policy(evaluator: search_tree.Evaluator, positions: list[tuple[int, int]]) -> list[int]:

@@ -1,14 +1,8 @@
-"""Run configuration: frozen dataclasses, presets, ``--set`` overrides, JSON beside the run.
+"""Run configuration: frozen dataclasses, presets, ``--set`` overrides, ``config.json`` beside the run.
 
-A run is described by one ``RunConfig``; every part of the code receives the
-piece it needs as an argument (nothing reads globals).  ``RUN_DIR/config.json``
-is written before any work so a run can always be resumed or reproduced.
-
-Overrides use dotted paths: ``mcts.num_simulations=400``, ``net.num_blocks=6``,
-``train.lr=1e-3``.  An unknown key is an error that lists the valid ones.  A saved
-config (the shipped checkpoint's, an older run's ``config.json``) may hold settings
-that have left the package (``RETIRED``): they load where they hold the value that
-does what the code does now.
+Overrides use dotted paths (``mcts.num_simulations=400``); an unknown key is an error listing the valid
+ones.  A saved config may hold settings that have left the package (``RETIRED``): they load where they
+hold the value that does what the code does now.
 """
 
 from __future__ import annotations
@@ -31,18 +25,12 @@ from connectx_az.training.selfplay import SelfPlayConfig
 
 @dataclass(frozen=True, kw_only=True)
 class NetConfig:
-    """Network shape: a tower of ``num_blocks`` residual blocks of ``num_filters`` channels, two heads.
+    """Network shape: ``num_blocks`` residual blocks of ``num_filters`` channels, then two heads.
 
-    Policy head: a 1x1 convolution to ``policy_filters`` planes, flattened
-    (``policy_filters * 42`` features), one linear layer to the 7 logits.
-    Value head: a 1x1 convolution to ``value_filters`` planes, flattened; with
-    ``value_pool`` the board average of each of the tower's ``num_filters``
-    channels is appended; then ``value_hidden`` units and a tanh.  The pooled
-    features are the tower's, not the head's: a linear layer over the
-    flattened head planes can already form their averages, while the tower's
-    channels would otherwise reach the value only through the narrow 1x1
-    convolution.  The defaults are the recipe's wide heads (ablation 6); the
-    first networks had 2 and 1 planes and no pooling (``PLAIN_HEADS``).
+    Policy head: a 1x1 convolution to ``policy_filters`` planes, one linear layer to the 7 logits.  Value
+    head: a 1x1 convolution to ``value_filters`` planes; with ``value_pool`` the board average of each tower
+    channel is appended (the tower's, which the narrow 1x1 convolution would otherwise squeeze); then
+    ``value_hidden`` units and a tanh.  The defaults are the recipe (docs/ablations.md, ablation 6).
     """
 
     num_blocks: int = 4
@@ -81,10 +69,8 @@ PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 TRAIN_PRECISIONS = ("auto", "float32", "bfloat16")
 
 LR_SCHEDULES = ("constant", "cosine")
-#: Settings that lost their ablations and left the package (docs/ablations.md names the commit that still runs
-#: each), with the value at which they did what the code does now (``None``: any value, a setting read only beside
-#: another of them).  The shipped checkpoint's config holds them: a saved config loads without them where they
-#: hold that value, and any other value is an error.
+#: Settings that left the package (docs/ablations.md names the commit that still runs each) -> the value that does
+#: what the code does now (``None``: any value).  A saved config holding another value is an error.
 RETIRED: dict[str, Any] = {
     "selfplay.gumbel.enabled": False, "selfplay.gumbel.considered": None, "selfplay.gumbel.c_visit": None,
     "selfplay.gumbel.c_scale": None,
@@ -98,9 +84,7 @@ RETIRED: dict[str, Any] = {
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Optimisation of each generation.  The defaults are the recipe (docs/ablations.md): a cosine learning rate
-    over the whole run, the value target half game result and half root value, and 128 proven openings a batch
-    (the package's label file, their best moves under the ``any`` target)."""
+    """Optimisation of each generation; the defaults are the recipe (docs/ablations.md)."""
 
     batch_size: int = 256
     lr: float = 2e-3
@@ -109,30 +93,22 @@ class TrainConfig:
     replay_generations: int = 10
     replay_max_positions: int = 300_000
     dedupe: bool = True
-    # Learning-rate schedule over generations: "constant" (``lr`` throughout) or
-    # "cosine" (``lr`` at ``lr_schedule_start``, falling to ``lr_min`` at the run's
-    # last generation; constant ``lr`` before the start).
+    # "constant": ``lr`` throughout; "cosine": ``lr`` until ``lr_schedule_start``, then down to ``lr_min`` at the end
     lr_schedule: str = "cosine"
     lr_min: float = 3e-5
     lr_schedule_start: int = 0
     # Value target: (1 - value_mix) * game result + value_mix * root search value.
     value_mix: float = 0.5
-    # Growing replay window: 0 keeps ``replay_generations`` throughout; g > 0 lets the
-    # window grow by g generations per generation, from 1 up to ``replay_generations``.
+    # 0: a window of ``replay_generations``; g > 0: the window grows by g a generation, from 1 up to it
     replay_growth: float = 0.0
-    # Positions proven by the exact solver (a ``connectx-az label`` file): ``solved_per_batch`` of
-    # them join each batch, value loss only (target: the proven result); 0 turns them off.
-    # ``solved_policy``: those with best moves (``label --moves``) join the policy loss too, as -log of
-    # the probability the policy puts on the moves that keep the result together (any of them is
-    # right, and the policy may stay sharp on one: ``train.proven_policy_terms``).
-    # ``solved_max_plies``: only the file's positions of at most that many plies (the opening); 0: all.
+    # Proven positions (a ``connectx-az label`` file): ``solved_per_batch`` join each batch with their result as
+    # value target; with ``solved_policy`` their best moves join the policy loss (``train.proven_policy_terms``);
+    # only those of at most ``solved_max_plies`` plies (0: all).
     solved_labels: str = "builtin"
     solved_per_batch: int = 128
     solved_policy: bool = True
     solved_max_plies: int = 12
-    # Training precision (``network.train_autocast_dtype``): "float32", or "bfloat16" autocast of the
-    # forward pass (weights, gradients and AdamW stay float32), or "auto": bfloat16 where inference would
-    # run in it (``precision``'s auto: a GPU of compute capability >= 8.0, a CPU with bfloat16 instructions).
+    # autocast of the forward pass (``network.train_autocast_dtype``); weights and AdamW stay float32
     precision: str = "float32"
 
     def __post_init__(self) -> None:
@@ -191,14 +167,12 @@ class RunConfig:
     num_generations: int = 20
     seed: int = 0
     device: str = "auto"
-    # Inference precision in self-play (``network.autocast_dtype``): "auto" chooses by
-    # the GPU's compute capability or the CPU's bfloat16 instructions; training's is ``train.precision``.
+    # self-play's inference precision (``network.autocast_dtype``); training's is ``train.precision``
     precision: str = "auto"
     threads: int = 1
     eval_positions: int = 100
-    # Seconds the run trains for (``train --total-time``), counted over its generations across resumes: the
-    # schedule (the learning rate) follows the fraction of it spent, and the run ends before a generation that
-    # would not finish inside it; ``num_generations`` is then not used.  0: the run is ``num_generations`` long.
+    # seconds of generations across resumes (``train --total-time``; the learning rate follows the share spent);
+    # 0: the run is ``num_generations`` long
     total_time: float = 0.0
 
     def __post_init__(self) -> None:
@@ -220,11 +194,9 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: The presets: the dataclass defaults are the recipe (every switch that won its ablation, docs/ablations.md: the
-#: settings behind the shipped network), and a preset sets only sizes (network, simulations, games, steps,
-#: generations, games in flight) and how the work is spread over the machine.
+#: The dataclass defaults are the recipe; a preset sets only sizes and how the work is spread over the machine.
 PRESETS: dict[str, dict[str, Any]] = {
-    # a one-minute check that learns nothing, with every switch of the recipe on so that it runs them all
+    # a one-minute check that learns nothing but runs every switch of the recipe
     "smoke": {
         "net": {"num_blocks": 1, "num_filters": 16, "value_hidden": 16},
         "mcts": {"num_simulations": 8},
@@ -233,8 +205,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_generations": 2,
         "eval_positions": 10,
     },
-    # one CPU core's lane (its timings and those of more games in flight: docs/results.md, "Speed"); 64 games at a
-    # time (docs/ablations.md has the equal-time comparison with 32)
+    # one CPU core's lane (docs/results.md, "Speed")
     "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
@@ -242,10 +213,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"batch_size": 256, "steps_per_generation": 100, "replay_generations": 8},
         "num_generations": 450,
     },
-    # the same recipe scaled to a GPU: more games, simulations and steps a generation, a worker a core (a new run
-    # is sized to the machine by sizing.sized: docs/results.md, "Self-play sized to the machine"), and no cache of
-    # the network's answers, since a GPU's forward pass costs per call while the lookups cost the tree work
-    # (docs/history.md, the GPU check of 2026-11-27)
+    # the recipe scaled to a GPU, without the answer cache (a GPU's call costs the same whatever its size)
     "gpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 200},
@@ -295,9 +263,7 @@ def valid_keys(cls: type = RunConfig, prefix: str = "") -> list[str]:
 
 
 def unknown_key(key: str) -> ConfigError:
-    """The error for dotted ``key``, which names no setting, in one short line: the keys of the deepest
-    section it names (``mcts.{num_simulations, ...}`` for ``mcts.sims``; the sections and top-level keys
-    where it names none), then the closest of them."""
+    """The one-line error for ``key``: the keys of the deepest section it names, then the closest of them."""
     keys = valid_keys()
     parts = key.split(".")
     section = next((".".join(parts[:n]) + "." for n in range(len(parts) - 1, 0, -1)
@@ -334,8 +300,7 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 def _migrate(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of config dict ``values`` without the settings that left the package (``RETIRED``); raises
-    ``ConfigError`` where one holds a value that asks for what the code no longer does."""
+    """A copy of ``values`` without the ``RETIRED`` settings; ``ConfigError`` where one holds another value."""
     values = copy.deepcopy(values)
     for key, kept in RETIRED.items():
         *parents, name = key.split(".")

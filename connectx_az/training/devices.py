@@ -1,10 +1,5 @@
-"""Where training runs: the torch device for a config's ``device``, with the GPUs a torch build can drive, and the
-machine a new run is sized for (``Machine``; ``sizing.sized`` holds the rule).
-
-Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100, compute
-capability 6.0), while ``torch.cuda.is_available()`` stays True there and the first kernel fails:
-``resolve_device("auto")`` checks the build's architectures and falls back to the CPU with one line.
-"""
+"""Where training runs: the torch device for a config's ``device`` (only GPUs this torch build has kernels for),
+and the machine a new run is sized for (``Machine``; ``sizing.sized`` holds the rule)."""
 
 from __future__ import annotations
 
@@ -23,11 +18,8 @@ log = logging.getLogger(__name__)
 def resolve_device(name: str) -> torch.device:
     """The torch device for a config's ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
 
-    ``"auto"`` is CUDA only when torch sees a GPU *and* this torch build has
-    kernels for its compute capability (``cuda_problem``); otherwise it is the
-    CPU, with one logged line saying why and what to choose instead.  An
-    explicit CUDA device that cannot work, or an unknown name, is a
-    ``ConfigError``.
+    ``"auto"`` is CUDA only where ``cuda_problem`` finds none, else the CPU with one logged line.  An explicit
+    CUDA device that cannot work, or an unknown name, is a ``ConfigError``.
     """
     if name == "auto":
         if not torch.cuda.is_available():
@@ -53,10 +45,8 @@ def resolve_device(name: str) -> torch.device:
 def cuda_problem(device: torch.device) -> str | None:
     """Why torch cannot run kernels on CUDA ``device``, or None when it can.
 
-    Recent torch wheels carry no kernels for old GPUs (CUDA 12.8 builds dropped
-    Kaggle's P100, compute capability 6.0): ``torch.cuda.is_available()`` is
-    still True there, and the first kernel fails.  The capability must be
-    covered by ``torch.cuda.get_arch_list()`` (``arch_covers``).
+    Recent wheels lack kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100) while
+    ``torch.cuda.is_available()`` stays True, so the capability is checked against the build's arch list.
     """
     index = device.index or 0
     if index >= torch.cuda.device_count():
@@ -75,9 +65,7 @@ def cuda_problem(device: torch.device) -> str | None:
 def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
     """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
 
-    ``sm_XY`` machine code runs on capability X.Y' with Y' >= Y (same major);
-    ``sm_XYa`` only on X.Y exactly; ``compute_XY`` (PTX) is compiled at load
-    time for any capability >= X.Y.
+    ``sm_XY`` runs on X.Y' with Y' >= Y (same major), ``sm_XYa`` on X.Y only, ``compute_XY`` (PTX) on any >= X.Y.
     """
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)

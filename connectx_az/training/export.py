@@ -1,22 +1,11 @@
-"""ONNX export of the policy-value net, the parity check that guards it, and an onnxruntime evaluator.
+"""ONNX export of the policy-value net, the parity check that guards it, and the model card.
 
-``export_onnx`` writes the graph the Kaggle agent embeds: input ``obs``
-``float32[B, 2, 6, 7]`` (``game.encode`` planes, side to move first) with a
-dynamic batch axis, outputs ``logits float32[B, 7]`` and ``value float32[B]``
-(side to move).  The legacy TorchScript exporter is used on purpose: in eval
-mode it folds every BatchNorm into the preceding Conv, so the graph holds only
-the operators ``agent.onnx_numpy`` implements.
-
-With ``float16=True`` every float initializer is stored as float16 and read
-through a ``Cast`` node, which halves the file; onnxruntime folds the casts
-when it loads the model and the numpy runtime widens the weights at load time,
-so one file serves both backends.
-
-Every export is checked before it is written: on random legal positions the
-torch net, onnxruntime and the numpy runtime must agree (``FP32_TOLERANCE``; for
-a float16 file, onnxruntime against torch within ``FP16_TOLERANCE`` times the
-largest output).  A file
-that fails is never written; the previous one, if any, stays in place.
+The graph: input ``obs float32[B, 2, 6, 7]`` (``game.encode``, side to move first, dynamic batch), outputs
+``logits float32[B, 7]`` and ``value float32[B]`` (side to move).  The legacy TorchScript exporter is used
+because in eval mode it folds every BatchNorm into its Conv, leaving only operators ``agent.onnx_numpy``
+implements.  ``float16=True`` stores each float initializer as float16 read through a ``Cast``: half the
+file, and both runtimes read it.  Before a file is written, torch, onnxruntime and the numpy runtime must
+agree on random positions (``FP32_TOLERANCE``, ``FP16_TOLERANCE``); a file that fails is never written.
 """
 
 from __future__ import annotations
@@ -64,11 +53,8 @@ class ExportError(UserError, RuntimeError):
 class ExportReport:
     """What ``export_onnx`` wrote.
 
-    ``max_abs_diff``: largest |difference| of logits or value between torch and
-    onnxruntime running the written file; ``numpy_max_abs_diff``: between
-    onnxruntime and ``agent.onnx_numpy`` on the same file, or between torch and
-    the numpy runtime where onnxruntime is not installed (Kaggle), when
-    ``max_abs_diff`` is ``None``.  Both are ``None`` when the check was skipped.
+    ``max_abs_diff``: torch against onnxruntime; ``numpy_max_abs_diff``: onnxruntime (or torch, where
+    onnxruntime is missing and ``max_abs_diff`` is None) against ``agent.onnx_numpy``.  None: not checked.
     """
 
     path: Path
@@ -82,10 +68,7 @@ class ExportReport:
 
 
 def random_positions(num_positions: int, rng: np.random.Generator) -> np.ndarray:
-    """``uint8[num_positions, 2, 6, 7]``: encoded positions reached by random legal moves.
-
-    Plies are spread over the whole game (0 to 40); no position is finished.
-    """
+    """``uint8[num_positions, 2, 6, 7]``: unfinished positions after 0 to 40 random legal moves."""
     out = np.zeros((num_positions, 2, game.ROWS, game.COLS), np.uint8)
     filled = 0
     while filled < num_positions:
@@ -212,9 +195,8 @@ def export_onnx(
 
 def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Path,
                     data: dict[str, Any]) -> dict[str, Any]:
-    """``model_card`` of the model at ``path`` exported from ``checkpoint`` (``net``, and ``data`` as
-    ``network.load_checkpoint`` read it): its parameters, checkpoint and generation, and where the
-    checkpoint's folder is a run (``runs.METRICS``), how it was trained (``train.summarize``)."""
+    """``model_card`` of ``path`` exported from ``checkpoint`` (``net``, ``data`` as ``load_checkpoint`` read it),
+    with how it was trained where the checkpoint's folder is a run."""
     from connectx_az.training import runs, train
 
     checkpoint = Path(checkpoint)
@@ -227,12 +209,9 @@ def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Pat
 
 
 def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
-    """The model card saved beside an exported model (``cli export``, the notebook).
+    """The model card saved beside an exported model: facts read from the file, then ``facts`` (JSON-able).
 
-    Facts read from the file (size, sha256, float16 or not, net shape, opset,
-    operators), then ``facts`` (JSON-able: checkpoint, generation, training).
-    The net shape comes from the stored net config when present, else from the
-    graph.  Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
+    Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
     """
     data, _ = backends.read_model(path)
     model = onnx_numpy.NumpyOnnxModel(data)

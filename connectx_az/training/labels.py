@@ -1,12 +1,9 @@
-"""The label file: positions whose result (and best moves) the exact solver has proven.
+"""The label file: positions whose result (and best moves) the exact solver has proven.  numpy only.
 
-A file of labels is an ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards,
-side to move), ``plies`` (``int8``), ``result`` (``int8``: +1 the side to move wins, 0 a draw,
--1 it loses) and ``best`` (``uint8``: bit ``c`` set where column ``c`` keeps the result; 0 where
-the moves were not sought, and in a lost position, where every move loses; ``UNPROVEN_MOVES``
-where they were sought and not proven in budget, so that they are not sought again).  Files
-written before ``best`` existed read with ``best`` 0.  ``tools.labeller`` writes them; training
-reads them (``train.solved_labels``).  numpy and the standard library only.
+An ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards, side to move), ``plies``
+(``int8``), ``result`` (``int8``, side to move: +1 win, 0 draw, -1 loss) and ``best`` (``uint8``: bit
+``c`` set where column ``c`` keeps the result; 0 where not sought or lost; ``UNPROVEN_MOVES`` where sought
+and not proven).  A file without ``best`` reads with 0.  ``tools.labeller`` writes them.
 """
 
 from __future__ import annotations
@@ -21,25 +18,14 @@ from connectx_az.engine import game
 
 #: the fields of a labels file, and their dtypes
 FIELDS = {"position": np.uint64, "mask": np.uint64, "plies": np.int8, "result": np.int8, "best": np.uint8}
-
-
 #: the bits of ``best`` that are columns
 COLUMN_BITS = (1 << game.COLS) - 1
-
-
 #: ``best`` of a position whose best moves were sought and not proven within the budget
 UNPROVEN_MOVES = 1 << game.COLS
-
-
-#: the name that stands for the label file shipped with the package (``train.solved_labels=builtin``)
+#: the name of the package's own label file (``train.solved_labels=builtin``; ``data/labels/README.md``)
 BUILTIN = "builtin"
-
-
-#: that file: 16,373 random openings of 4-12 plies, 11,352 with their best moves (``data/labels/README.md``)
 BUILTIN_PATH = paths.BUILTIN_LABELS
-
-
-#: how the shipped file was made: the command a user runs to make one like it
+#: the command that made the shipped file
 LABEL_COMMAND = "connectx-az label {path} --moves --plies 4 12 --max-nodes 30000000 --positions 16000"
 
 
@@ -54,7 +40,7 @@ class LabelsError(ValueError):
 
 @dataclass(frozen=True)
 class Labels:
-    """Proven positions: parallel arrays, one entry per position (see the module's docstring)."""
+    """Proven positions: parallel arrays, one entry a position (the module's fields)."""
 
     position: np.ndarray
     mask: np.ndarray
@@ -87,8 +73,7 @@ class Labels:
         return (self.best == 0) & (self.result >= 0)
 
     def moves_to_seek(self, retry_unproven: bool = False) -> np.ndarray:
-        """``bool[N]``: the positions whose best moves ``add_moves`` seeks: those that lack them and, with
-        ``retry_unproven``, those whose best moves were sought and not proven within the budget."""
+        """``bool[N]``: those lacking best moves, and with ``retry_unproven`` those not proven in budget."""
         return self.lacks_moves() | (retry_unproven & (self.best == UNPROVEN_MOVES))
 
     def policy(self) -> np.ndarray:
@@ -127,8 +112,7 @@ def save(path: str | Path, labels: Labels) -> Path:
 
 
 def load(path: str | Path) -> Labels:
-    """Read a labels file (``BUILTIN``: the package's); ``LabelsError`` (one line) if it is missing, unreadable or
-    malformed."""
+    """Read a labels file (``BUILTIN``: the package's); ``LabelsError`` if missing, unreadable or malformed."""
     path = resolve(path)
     if not path.is_file():
         raise LabelsError(f"labels file {path} does not exist; write one with `{LABEL_COMMAND.format(path=path)}`, "

@@ -1,25 +1,10 @@
-"""The policy-value network: a small ResNet over the two-plane board, and its torch evaluator.
+"""The policy-value network: a small ResNet over the two-plane board, its torch evaluator and checkpoints.
 
-Input ``float32[B, 2, 6, 7]`` (``game.encode``: side to move, opponent).
-Outputs ``logits float32[B, 7]`` (unmasked move logits) and ``value float32[B]``
-in ``[-1, 1]`` from the side to move.
-
-The default size (4 residual blocks of 64 filters) is chosen for the Kaggle
-clock: on one CPU core without onnxruntime the agent runs this network with
-numpy at roughly 2,000 positions a second, which buys some 2,000 simulations
-a move.  A 6x64 net is about 40% slower and a 5x128 one about 4x slower.
-
-Inference precision follows the device (``autocast_dtype``): bfloat16 autocast
-on GPUs of compute capability 8.0 and up, float16 on 7.x (a T4 has no native
-bfloat16, and bfloat16 convolutions below 8.0 miss cuDNN and crawl), plain
-float32 below that; on a CPU, bfloat16 where it has bfloat16 instructions
-(AVX-512 BF16 or AMX: ``cpu_has_fast_bfloat16``), float32 elsewhere, where
-bfloat16 is emulated and slower.  Training runs in float32 unless ``train.precision`` asks for
-bfloat16 autocast of its forward pass (``train_autocast_dtype``).
-
-Checkpoints are plain ``torch.save`` dicts of tensors and JSON-able values,
-loaded with ``weights_only=True``; ``load_checkpoint`` turns every way a file
-can be wrong into a ``CheckpointError`` that says what to do.
+Input ``float32[B, 2, 6, 7]`` (``game.encode``: side to move, opponent).  Outputs ``logits float32[B, 7]``
+(unmasked) and ``value float32[B]`` in ``[-1, 1]`` from the side to move.  The default size (4x64) is
+chosen for the Kaggle clock (README, *Speed*).  Inference precision follows the device
+(``autocast_dtype``); training's is ``train_autocast_dtype``.  Checkpoints are ``torch.save`` dicts of
+tensors and JSON-able values, loaded with ``weights_only=True``; every bad file is a ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -45,9 +30,7 @@ from connectx_az.training.config import PRECISIONS, TRAIN_PRECISIONS, NetConfig 
 
 
 def cpu_has_fast_bfloat16() -> bool:
-    """Whether this CPU has bfloat16 instructions (AVX-512 BF16 or AMX tiles), as this torch build sees them.
-
-    Without them torch emulates bfloat16 on the CPU, and autocast only adds casts."""
+    """Whether this CPU has bfloat16 instructions (AVX-512 BF16 or AMX), without which torch emulates bfloat16."""
     if not torch.backends.mkldnn.is_available():
         return False
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
@@ -62,11 +45,9 @@ def cpu_has_fast_bfloat16() -> bool:
 def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch.dtype | None:
     """The autocast dtype for inference on ``device``, or None for plain float32.
 
-    ``precision`` is one of ``PRECISIONS``.  ``"auto"`` picks bfloat16 on a CUDA
-    device of compute capability >= 8.0 (A100, H100, RTX 30xx), float16 on 7.x
-    (T4, V100) and float32 below that (P100); on a CPU, bfloat16 where
-    ``cpu_has_fast_bfloat16``, else float32.  An explicit name is obeyed on any device, even where it
-    is slow (bfloat16 below compute capability 8.0 is emulated).  Raises ``ValueError`` for an unknown name.
+    ``"auto"``: bfloat16 on CUDA compute capability >= 8.0, float16 on 7.x (bfloat16 is emulated there),
+    float32 below; on a CPU bfloat16 where ``cpu_has_fast_bfloat16``.  An explicit name of ``PRECISIONS`` is
+    obeyed on any device.  Raises ``ValueError`` for an unknown name.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -90,8 +71,8 @@ def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch
 def train_autocast_dtype(device: str | torch.device, precision: str = "float32") -> torch.dtype | None:
     """The autocast dtype for training on ``device`` (``TrainConfig.precision``), or None for float32.
 
-    ``"auto"`` is bfloat16 where ``autocast_dtype(device, "auto")`` is, float32 elsewhere (never
-    float16, which would need loss scaling).  Raises ``ValueError`` for a name not in ``TRAIN_PRECISIONS``.
+    ``"auto"``: bfloat16 where inference's auto is, else float32 (float16 would need loss scaling).
+    Raises ``ValueError`` for a name not in ``TRAIN_PRECISIONS``.
     """
     if precision not in TRAIN_PRECISIONS:
         raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {precision!r}")
@@ -152,24 +133,16 @@ class PolicyValueNet(nn.Module):
 
 
 def place(net: PolicyValueNet, device: str | torch.device) -> PolicyValueNet:
-    """``net`` itself, moved to ``device``; on a CPU its convolution weights also go channels-last (NHWC).
-
-    Channels-last is the faster layout on a CPU (measured in docs/history.md, the speed entry of 2026-11-27); the
-    values are the same up to rounding, and checkpoints load into either layout.  GPUs keep the default layout:
-    it is unmeasured there.
-    """
+    """``net`` itself, moved to ``device``; on a CPU also channels-last, the faster layout there
+    (docs/history.md, 2026-11-27).  Checkpoints load into either layout."""
     device = torch.device(device)
     net = net.to(device)
     return net.to(memory_format=torch.channels_last) if device.type == "cpu" else net
 
 
 def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
-    """An inference copy of ``net`` (eval mode, no gradients) with each BatchNorm folded into the convolution before it.
-
-    Folding uses the running statistics, so the copy computes what ``net.eval()`` does, up to rounding
-    (about 1e-6 in float32), with one operation fewer per layer (the speed it buys: docs/history.md, the speed
-    entry of 2026-11-27).
-    """
+    """An inference copy of ``net`` (eval mode, no gradients) with each BatchNorm folded into its convolution:
+    what ``net.eval()`` computes, up to rounding."""
     folded = copy.deepcopy(net).eval().requires_grad_(False)
     for module in folded.modules():
         if isinstance(module, nn.Sequential) and len(module) == 2 \
@@ -180,12 +153,10 @@ def fold_batchnorm(net: PolicyValueNet) -> PolicyValueNet:
 
 
 class TorchEvaluator:
-    """``search_tree.Evaluator`` over a torch network (set to eval mode and ``place``d on ``device`` in place; no grad).
+    """``search_tree.Evaluator`` over a torch network (``place``d on ``device`` and set to eval mode, in place).
 
-    Runs under autocast at ``autocast_dtype(device, precision)``; outputs are
-    float32 whatever the precision.  It evaluates ``fold_batchnorm(net)``, folded
-    again whenever ``net``'s weights change (training steps them in place between
-    calls), so it always answers for the weights ``net`` holds now.
+    Autocast at ``autocast_dtype(device, precision)``, float32 outputs.  It runs ``fold_batchnorm(net)``,
+    folded again whenever ``net``'s weights change, so it answers for the weights ``net`` holds now.
     """
 
     def __init__(self, net: PolicyValueNet, device: str | torch.device = "cpu", precision: str = "auto") -> None:
@@ -194,14 +165,12 @@ class TorchEvaluator:
         self.dtype = autocast_dtype(self.device, precision)
         self._folded: PolicyValueNet | None = None
         self._folded_for: tuple[tuple[int, int], ...] = ()
-        # listed once: walking the modules for them took a tenth of self-play's time on a CPU
+        # listed once: walking the modules on every call is slow
         self._tensors = list(itertools.chain(self.net.parameters(), self.net.buffers()))
 
     def _inference_net(self) -> PolicyValueNet:
-        """``fold_batchnorm(self.net)``, kept until a weight or buffer of ``self.net`` is changed or replaced.
+        """``fold_batchnorm(self.net)``, kept while no weight or buffer changes (version counter and address).
 
-        Every in-place change (an optimizer step, ``load_state_dict``, BatchNorm's running statistics) bumps
-        a tensor's version counter, and new storage (``net.to``) has a new address: a few microseconds a call.
         A parameter object swapped for another (``load_state_dict(..., assign=True)``) needs a new evaluator.
         """
         state = tuple((t.data_ptr(), t._version) for t in self._tensors)
@@ -220,11 +189,9 @@ class TorchEvaluator:
 
 def fastest_precision(net: PolicyValueNet, device: str | torch.device, batch_size: int, *,
                       seconds: float = 0.3) -> str:
-    """The inference precision that evaluates batches of ``batch_size`` fastest on ``device``: float32, or the
-    lower precision ``autocast_dtype(device, "auto")`` picks there (bfloat16 or float16), timed for about
-    ``seconds`` each.  For a network this small a GPU's forward pass costs per call, nearly flat in the batch,
-    so the casts can cost more than they save (docs/results.md, "Self-play sized to the machine"); capability
-    alone does not tell."""
+    """The faster precision at batches of ``batch_size`` on ``device``: float32 or ``autocast_dtype(device,
+    "auto")``'s, each timed for about ``seconds`` (on a GPU the casts can cost more than they save:
+    docs/results.md, "Self-play sized to the machine")."""
     low = autocast_dtype(device, "auto")
     candidates = ["float32"] + ([str(low).removeprefix("torch.")] if low is not None else [])
     if len(candidates) == 1:
@@ -286,16 +253,10 @@ def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
 def load_into(net: PolicyValueNet, path: str | Path, *, warm_start: bool = False) -> list[str]:
     """Load the weights of checkpoint ``path`` into ``net``; returns the layers left as they were.
 
-    The architectures must match, or for a ``warm_start`` ``net`` must grow
-    from the checkpoint's (``NetConfig.grows_from``): then every tensor whose
-    name and shape match is loaded (the tower, and any head layer of unchanged
-    shape) and the names of the layers that keep ``net``'s own weights come
-    back (e.g. ``["value_conv", "value_fc1"]`` when only the value head was
-    widened).  Blocks beyond the checkpoint's tower (``"blocks.4"``...) start
-    as identities: their last batch-norm scale is zero, so the residual adds
-    nothing and the deeper net computes what the checkpoint did until training
-    moves it (the zero-initialised residual of Goyal et al., 2017).  Raises
-    ``CheckpointError`` otherwise.
+    The architectures must match, or for a ``warm_start`` ``net`` must grow from the checkpoint's
+    (``NetConfig.grows_from``): then every tensor of matching name and shape is loaded, and the layers that
+    keep ``net``'s own weights come back (e.g. ``["value_conv", "value_fc1"]``).  Extra blocks start as
+    identities: their last batch-norm scale is zero (Goyal et al., 2017).  Raises ``CheckpointError`` otherwise.
     """
     loaded, _ = load_checkpoint(path)
     if loaded.config == net.config:

@@ -8,11 +8,7 @@ from typing import Any
 from connectx_az.training.runs import read_metrics
 
 PANELS: list[tuple[str, list[str]]] = [
-    # training: the mean over the generation's steps; seen / fresh: the previous generation's games
-    # (through one generation of steps) and the new ones (not yet), scored before the steps: a widening gap between
-    # them is memorisation of the games, not learning
-    # solved: the proven positions of train.solved_labels (their best moves with train.solved_policy), where a run
-    # has them
+    # seen / fresh: the last generation's games and the new ones, scored before the steps (train.held_out_losses)
     ("policy loss", ["policy_loss", "seen_policy_loss", "fresh_policy_loss", "solved_policy_loss"]),
     ("value loss", ["value_loss", "seen_value_loss", "fresh_value_loss", "solved_value_loss"]),
     ("policy entropy", ["policy_entropy"]),
@@ -27,8 +23,7 @@ def figure(rows: list[dict[str, Any]]) -> Any:
     """A matplotlib figure with one panel per group of metrics."""
     from matplotlib.figure import Figure
 
-    # A bare Figure needs no pyplot backend: it works headless and leaves a
-    # notebook's inline backend alone.
+    # a bare Figure needs no pyplot backend: headless, and a notebook's inline backend is left alone
     fig = Figure(figsize=(20, 8))
     axes = fig.subplots(2, 4)
     gens = [r["generation"] for r in rows]

@@ -1,15 +1,9 @@
 """The replay window: one ``.npz`` shard per generation on disk, the newest few in memory.
 
-A shard holds ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
-(game result) and ``root_value float32[T]`` (search value), both from the side to
-move, for all of one generation's recorded positions (shards written before
-``root_value`` was stored lack it; their value target is the game result alone).  Shards are
-written atomically (temp file, then rename) and never pickled
-(``allow_pickle=False``), so a killed run leaves whole shards only.
-
-``Batch`` sampling mirrors each position left-right with probability 1/2
-(Connect Four is symmetric), and ``dedupe`` merges repeated positions, averaging
-their policy and value targets, so the opening does not drown the rest.
+A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
+(game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side
+to move.  Shards are written atomically and read with ``allow_pickle=False``.  Sampling mirrors each
+position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions.
 """
 
 from __future__ import annotations
@@ -85,10 +79,9 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
                 max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
-    """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped.
+    """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
 
     The value target is ``(1 - value_mix) * result + value_mix * root_value``.
-    Shards of later generations (left by a run killed mid-generation) are ignored.
     """
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)

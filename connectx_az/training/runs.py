@@ -1,18 +1,9 @@
-"""A training run's folder: its files, its metrics, its time budget, and runs saved by an earlier session.
-
-A run lives in one directory::
+"""A training run's folder: its files, metrics and clock, starting and resuming, and adopting an earlier session's.
 
     RUN_DIR/config.json        the frozen RunConfig, written before any work
     RUN_DIR/replay/gen_*.npz   one shard of self-play positions per generation
     RUN_DIR/checkpoint.pt      weights, optimizer, and the next generation to run
     RUN_DIR/metrics.jsonl      one JSON line per finished generation
-
-``train.run`` writes them (atomically; see its module).  Starting and resuming a run are here:
-``run_config`` checks the folder and chooses the config (nothing written), ``write_config`` writes it and
-``restore`` loads the checkpoint (or warm-starts a new run) and trims the metrics to it.
-``find_attached_run`` and ``adopt_run`` bring
-a run saved by an earlier session (on Kaggle, a previous version's output attached under
-``/kaggle/input``) into a fresh ``RUN_DIR``; ``parse_duration`` reads a ``--time-budget``.
 """
 
 from __future__ import annotations
@@ -49,10 +40,7 @@ _DURATION = re.compile(rf"{_NUMBER}|(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*m)?\s*(?
 
 
 def parse_duration(text: str | float, what: str = "time budget") -> float:
-    """Seconds in ``text``: a number of seconds, or with units: ``"90s"``, ``"45m"``, ``"11.5h"``, ``"2h30m"``.
-
-    Raises ``ConfigError``, naming the setting as ``what``, unless it is a positive duration.
-    """
+    """Seconds in ``text``: ``"90"``, ``"90s"``, ``"45m"``, ``"11.5h"``, ``"2h30m"``; else ``ConfigError``."""
     match = _DURATION.fullmatch(str(text).lower().strip())
     seconds = sum(float(n or 0) * unit for n, unit in zip(match.groups(), (1, 3600, 60, 1), strict=True)) \
         if match else 0.0
@@ -101,17 +89,15 @@ def read_rows(run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def rows_before(run_dir: Path | str, generation: int) -> list[dict[str, Any]]:
-    """The metrics rows of the generations before ``generation`` (those a checkpoint saying "next is
-    ``generation``" holds)."""
+    """The metrics rows of the generations before ``generation``."""
     return [r for r in read_rows(run_dir) if r["generation"] < generation]
 
 
 def check_run(run_dir: str | Path) -> int:
     """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
 
-    Raises ``ConfigError`` when ``run_dir`` is not a run that can be resumed:
-    no or a broken ``config.json``, or a checkpoint that is unreadable or holds
-    another network than the config describes.
+    Raises ``ConfigError`` when ``config.json`` is missing or broken, or the checkpoint is unreadable or
+    holds another network.
     """
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
@@ -132,13 +118,9 @@ def check_run(run_dir: str | Path) -> int:
 
 
 def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
-    """The most advanced resumable run in the folders under ``root``, or None if there is none.
+    """The resumable run with the most generations under ``root`` (on Kaggle ``/kaggle/input``), or None.
 
-    On Kaggle ``root`` is ``/kaggle/input``: a previous version's output,
-    attached as input, holds its run folder (``config.json``, ``checkpoint.pt``,
-    ``replay/``) read-only.  Folders holding a ``config.json`` or a checkpoint
-    are candidates; the valid one with the most generations wins.  Raises
-    ``ConfigError`` (from ``check_run``) when candidates exist but none is valid.
+    Raises ``ConfigError`` (``check_run``'s) when folders hold a run but none is valid.
     """
     root = Path(root)
     if not root.is_dir():
@@ -170,10 +152,8 @@ def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
 def adopt_run(source: str | Path, run_dir: str | Path) -> int:
     """Copy the run in ``source`` to ``run_dir`` (absent or empty) to resume it there; returns its next generation.
 
-    The copy is made beside ``run_dir`` and renamed into place when complete, so
-    an interrupted copy leaves no half run.  Raises ``ConfigError`` if
-    ``source`` is not a resumable run or ``run_dir`` already holds anything
-    (nothing there is overwritten).
+    The copy is renamed into place when complete, so an interrupted one leaves no half run.  Raises
+    ``ConfigError`` if ``source`` is not resumable or ``run_dir`` holds anything.
     """
     source, run_dir = Path(source), Path(run_dir)
     generation = check_run(source)
@@ -196,8 +176,8 @@ def adopt_run(source: str | Path, run_dir: str | Path) -> int:
 def run_config(run_dir: Path, config: RunConfig | None, *, resume: bool) -> tuple[RunConfig, bool]:
     """``(config, changed)``: the config a run in ``run_dir`` trains with, and whether it replaces the saved one.
 
-    A new run needs ``config`` and a new or empty folder; a resumed run keeps its saved config, or takes
-    ``config`` where it keeps the same network (``changed``).  Raises ``ConfigError``; writes nothing.
+    A new run needs ``config`` and an empty folder; a resumed run keeps its config, or takes ``config`` with
+    the same network.  Raises ``ConfigError``; writes nothing.
     """
     if resume:
         saved = load_config(run_dir)
@@ -232,12 +212,8 @@ def write_config(run_dir: Path, config: RunConfig, *, resume: bool, changed: boo
 
 def restore(run_dir: Path, net: PolicyValueNet, optimizer: Any, *, resume: bool,
             init_model: str | Path | None) -> tuple[int, int]:
-    """The generation the run goes on from and the ``keep_every`` it was saved with: the checkpoint's (its weights
-    and optimizer loaded into ``net`` and ``optimizer``) when resuming, else 0 and 0 (warm-started from
-    ``init_model``'s weights where given).
-
-    The metrics are trimmed to that generation, so a line written before a kill does not stay beside its rerun's.
-    """
+    """``(generation, keep_every)`` the run goes on from: the checkpoint's, loaded into ``net`` and ``optimizer``,
+    when resuming, else 0 and 0 (warm-started from ``init_model``).  The metrics are trimmed to that generation."""
     generation = keep_every = 0
     ckpt_path = run_dir / CHECKPOINT
     if resume and ckpt_path.exists():
@@ -267,8 +243,7 @@ def generation_line(row: dict[str, Any], config: RunConfig) -> str:
 
 
 def run_clock(rows: list[dict[str, Any]]) -> list[float]:
-    """The run's time at the end of each of its metrics ``rows``: their ``run_seconds`` (the clock a run keeps over
-    its generations, across resumes), or where a row predates it, the sum of the generations' ``seconds``."""
+    """The run's time at the end of each metrics row: its ``run_seconds``, else the sum of ``seconds`` so far."""
     clock, ends = 0.0, []
     for row in rows:
         clock = float(row.get("run_seconds", clock + float(row.get("seconds", 0.0))))
@@ -277,9 +252,8 @@ def run_clock(rows: list[dict[str, Any]]) -> list[float]:
 
 
 def time_left(rows: list[dict[str, Any]], total_time: float) -> tuple[float, float, bool]:
-    """``(spent, expected, spent_all)`` of a timed run whose finished generations are ``rows``: the time its
-    generations took, the last one's (what the next is expected to take), and whether the next would end past
-    ``total_time``."""
+    """``(spent, expected, spent_all)``: the run's time, the last generation's (the next's expected), and whether
+    the next would end past ``total_time``."""
     ends = [0.0, *run_clock(rows)]
     spent, expected = ends[-1], ends[-1] - ends[-2] if len(ends) > 1 else 0.0
     return spent, expected, spent + expected > total_time

@@ -1,26 +1,14 @@
 """Self-play: many games in flight, one batched network call per simulation step.
 
-Every move of every game in flight is searched together: one ``search_tree.Tree`` of
-``B`` roots, so each simulation step sends up to ``B`` new leaves to the
-network at once.  Finished games are replaced by new ones until the
-generation's quota is started.  ``workers`` runs this in several processes
-that share one network (``SelfPlayConfig.num_workers``).
+The moves of all games in flight are searched together in one ``search_tree.Tree`` of ``B`` roots; finished
+games are replaced until the quota is started (``workers`` spreads this over processes).  Every move is
+searched with the full budget and recorded: the root visit distribution as policy target, the game's result
+as value target, both from the side to move.
 
-Training targets (AlphaZero): every move is searched with the full budget and
-recorded, the root visit distribution as the policy, the game's final result as
-the value, both from the side to move at that position.
-
-Openings.  Every game starts from the empty board and draws its move from the
-root visit counts at temperature ``temperature_early`` for its first
-``temperature_plies`` plies (counted on the board, from the empty board), then
-plays the most visited move (``mcts.best_cols``).  A share of the games
-(``prefix_share``) starts instead from a random prefix of 0 to
-``prefix_max_plies`` plies (``random_prefix``), and a share (``fork_share``)
-from a position of a game started earlier in the same call plus one random
-move (``fork_position``; KataGo's forking, Wu 2019).  The plies before the start
-are neither searched nor recorded, and neither a prefix nor a fork move ends
-the game or leaves an immediate win unplayed.  Each game draws its kind of
-start from the generator only when a share is set.
+Openings: a game draws its moves from the root visits at ``temperature_early`` for its first
+``temperature_plies`` board plies, then plays the most visited move.  A share starts from a random prefix
+(``random_prefix``), a share from a position searched earlier in the call plus one random move
+(``fork_position``; KataGo's forking, Wu 2019); those plies are neither searched nor recorded.
 """
 
 from __future__ import annotations
@@ -40,32 +28,24 @@ MAX_PREFIX_PLIES = 30
 class SelfPlayConfig:
     """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
 
-    It lives here, beside the code that reads it (as ``search_tree.SearchConfig`` does),
-    so that self-play worker processes can receive it without importing torch.
+    It lives here, not in ``config``, so worker processes receive it without importing torch.
     """
 
     num_games: int = 256
     num_parallel_games: int = 128
-    # Move choice (see the module docstring): at board plies < temperature_plies the move is drawn
-    # from the root visits N(a)^(1/T) with T = temperature_early (0: the most visited move), later
-    # the most visited move is played.  A root already proven plays its proof at any ply.
+    # below temperature_plies a move is drawn from N(a)^(1/T), T = temperature_early (0: the most visited);
+    # a proven root plays its proof at any ply
     temperature_plies: int = 8
     temperature_early: float = 1.0
-    # Opening diversity: the share of games that start from a random prefix of 0..prefix_max_plies
-    # plies (uniform length), and the share that fork from a position of an earlier game of the
-    # same call with one random move.  Shares of 0 draw nothing from the generator.
+    # shares of games started from a random prefix of 0..prefix_max_plies plies, and from a fork;
+    # shares of 0 draw nothing from the generator
     prefix_share: float = 0.5
     prefix_max_plies: int = 14
     fork_share: float = 0.25
-    # 0: all games in this process.  W >= 1: W worker processes do the tree work,
-    # each with ``num_parallel_games`` in flight, and this process runs the network
-    # on their leaves in large batches (see ``workers``).  The games depend on W.
-    # -1: one worker per CPU core (``workers.resolve_num_workers``), as the gpu preset does,
-    # so that the tree work of one group of workers overlaps the network call of the other.
+    # 0: in this process; W >= 1: W worker processes (``workers``), each with ``num_parallel_games`` in
+    # flight (the games depend on W); -1: one a CPU core
     num_workers: int = 0
-    # The network's answers are kept by position for one call of ``play_games`` (a generation: the
-    # weights do not change within it), so a position searched again is not sent to the network again
-    # (``CachedEvaluator``): at most this many positions, about 100 bytes each; 0 turns the cache off.
+    # positions whose answers ``CachedEvaluator`` keeps for one call of ``play_games``; 0: no cache
     cache_positions: int = 1 << 20
 
     def __post_init__(self) -> None:
@@ -85,15 +65,12 @@ class SelfPlayConfig:
 
 @dataclass(frozen=True)
 class GameRecord:
-    """One game: the training targets of each of its moves, every one searched, and its statistics.
+    """One game: the training targets of each of its moves, and its statistics.
 
-    What training reads (``replay.write_shard``): ``obs uint8[T,2,6,7]`` (side to move first),
-    ``policy float32[T,7]`` (root visit distribution), ``value float32[T]`` (the game's result for the
-    side to move: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value, side to move).
-    ``start_ply`` stones were on the board at its first search: 0 from the empty board, more after a
-    random prefix or a fork (``opening`` is ``"empty"``, ``"prefix"`` or ``"fork"``), so ``obs[t]`` is
-    at ply ``start_ply + t``.  ``num_leaves`` and ``leaf_depth_sum`` are search statistics: the nodes
-    the game's searches added below their roots (each was a leaf once), and the sum of their depths.
+    ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root visits), ``value float32[T]``
+    (the game's result: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value), all from the
+    side to move.  ``obs[t]`` is at ply ``start_ply + t``; ``opening`` is ``"empty"``, ``"prefix"`` or
+    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths.
     """
 
     obs: np.ndarray
@@ -118,11 +95,9 @@ class GameRecord:
 
 @dataclass(frozen=True)
 class SelfPlayStats:
-    """``mean_leaf_depth``: mean depth in plies, below its root, of the nodes the searches added;
-    ``prefix_rate``/``fork_rate``: share of the games started from a random prefix / a fork;
-    ``mean_start_ply``: mean number of stones on the board at the games' first searched move;
-    ``num_evaluations``: the positions the searches asked the evaluator for, and
-    ``num_network_evaluations`` those the network scored: fewer where the cache answered."""
+    """A batch of games' statistics: ``mean_leaf_depth`` in plies below the root, ``prefix_rate``/``fork_rate``
+    the shares of those starts, ``mean_start_ply`` the stones at the first search; ``num_evaluations`` the
+    positions the searches asked for, ``num_network_evaluations`` those the network scored (fewer: the cache)."""
 
     num_games: int
     num_positions: int
@@ -137,22 +112,16 @@ class SelfPlayStats:
     num_network_evaluations: int = 0
 
 
-# ``position_keys``: the weight of each cell of a plane (row 0 at the top) in the solver's bitboard, where
-# column ``c`` holds bits ``7c`` (bottom row) to ``7c + 5``; twice that for the side to move's plane.  As
-# float64, whose 53-bit mantissa holds every sum exactly (keys stay below 2 ** 51), for a BLAS product.
+# each cell's bit in the solver's bitboard (column c: bits 7c, bottom, to 7c + 5), twice for the side to move's
+# plane; float64 holds every sum exactly (keys < 2 ** 51), so the key is one BLAS product
 _KEY_WEIGHTS = np.array([[1 << ((game.ROWS + 1) * col + game.ROWS - 1 - row) for col in range(game.COLS)]
                          for row in range(game.ROWS)], np.float64).reshape(-1)
 _KEY_WEIGHTS = np.concatenate([2 * _KEY_WEIGHTS, _KEY_WEIGHTS])
 
 
 def position_keys(obs: np.ndarray) -> np.ndarray:
-    """``uint64[M]``: one number per position ``obs uint8[M,2,6,7]``, distinct for distinct positions.
-
-    It is the solver's key ``position + mask + game.BOTTOM_MASK`` (``position`` the stones of the side to
-    move, ``mask`` all stones): twice the own stones' bits plus the opponent's, column by column.  In each
-    column the stones lie on the bottom rows, so the column's height shows as its one bit above them, and
-    two positions share a key only if they are the same.
-    """
+    """``uint64[M]``: the solver's key ``position + mask + game.BOTTOM_MASK`` of each of ``obs uint8[M,2,6,7]``,
+    distinct for distinct positions."""
     planes = np.asarray(obs, np.uint8).reshape(len(obs), 2 * game.NUM_CELLS).astype(np.float64)
     return (planes @ _KEY_WEIGHTS).astype(np.uint64) + np.uint64(game.BOTTOM_MASK)
 
@@ -160,21 +129,10 @@ def position_keys(obs: np.ndarray) -> np.ndarray:
 class CachedEvaluator:
     """An evaluator with a memory: each position's answer is computed once, for one network's weights.
 
-    A generation's searches ask for the same positions many times over: every move builds a fresh tree
-    whose first levels the previous move's search has scored already, and games share their openings.
-    Positions not yet seen are sent to ``inner`` in one call, each once, in the order they first appear;
-    the rest are answered from memory, as the network answered them.  The search then gets what it would
-    have got from the network: a row's answer does not depend on the rows beside it (up to the last bits
-    of reduced precision), and only the cost changes.  A call that could take the memory past
-    ``max_positions`` positions empties it first.  Use it for as long as the weights do not change: a new
-    object per generation.  ``num_evaluations`` counts the positions asked for, ``num_network_evaluations``
-    those sent on.
-
-    The memory is an array hash table with ``kernels`` (``mcts_numba.compile_kernels()``), else a dict: the same
-    answers and the same positions sent on.  Its cost, a few numpy calls a call and a lookup a position (a dict's
-    costs several times the table's), falls on the tree work: it pays where the
-    network's time grows with the positions it scores (a CPU), not where a call costs the same whatever its
-    size (a GPU, whose preset turns it off; measured in docs/history.md, the speed entry of 2026-11-27).
+    Positions not yet seen go to ``inner`` in one call, each once, in order of first appearance; the rest are
+    answered from memory.  A call that could take it past ``max_positions`` empties it first.  A new object
+    for each set of weights.  With ``kernels`` the memory is a hash table, else a dict: the same answers.
+    It pays where the network's cost grows with the batch (a CPU; docs/history.md, 2026-11-27).
     """
 
     def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20,
@@ -188,7 +146,6 @@ class CachedEvaluator:
         self._row: dict[int, int] = {}  # position key -> its answer's row in _logits and _value
         self._logits = np.empty((0, game.NUM_ACTIONS), np.float32)
         self._value = np.empty(0, np.float32)
-        # with ``kernels``, the memory is an array hash table (``mcts_numba._lookup_kernel``) instead of the dict
         self._kernels = kernels
         self._size = 0  # positions in the table
         self._keys, self._rows = np.zeros(1 << 12, np.uint64), np.zeros(1 << 12, np.int64)
@@ -306,12 +263,9 @@ def play_games(
 ) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
 
-    ``on_game_done`` is called after each finished game (progress bars).
-    Forks (``config.fork_share``) branch from the positions searched so far in
-    this call, so the first ``num_parallel_games`` games, started together
-    before any search, all start from the empty board or a prefix.
+    ``on_game_done`` is called after each finished game.  Forks branch from positions searched earlier in this
+    call, so the first wave of games never forks.
     """
-    # what the searches see: the evaluator, behind a memory of its answers (or a count of its positions)
     kernels = mcts_numba.compile_kernels(cache=True)  # None without numba: the numpy search, to the same games
     searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions, kernels) if config.cache_positions
@@ -362,11 +316,7 @@ def play_games(
 
 
 def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]]) -> _Game:
-    """A game to start: from the empty board, a random prefix or a fork (``config``'s shares).
-
-    ``searched`` holds the positions searched so far (the fork sources).  A
-    fork with no source to branch from starts from the empty board.
-    """
+    """A game to start from the empty board, a random prefix or a fork of ``searched`` (else the empty board)."""
     opening, (position, mask) = "empty", game.initial()
     if config.prefix_share > 0 or config.fork_share > 0:
         u = rng.random()
@@ -383,10 +333,7 @@ def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[t
 
 
 def sample_col(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
-    """A column drawn with probability proportional to ``probs ** (1 / temperature)``.
-
-    ``probs float32[7]`` is a root's visit distribution (side to move), ``temperature > 0``.
-    """
+    """A column drawn with probability proportional to ``probs float32[7] ** (1 / temperature)`` (> 0)."""
     p = probs.astype(np.float64)
     if temperature != 1.0:  # at 1 the visits are drawn from exactly as they are
         p = (p / p.max()) ** (1.0 / temperature)
@@ -401,12 +348,9 @@ def _is_quiet(position: int, mask: int) -> bool:
 def random_prefix(rng: np.random.Generator, num_plies: int) -> list[int]:
     """The columns of ``num_plies`` random moves from the empty board, first player first.
 
-    Each move is drawn uniformly from the legal moves that keep two rules: no
-    move ends the game, and no player to move inside the prefix has a winning
-    move it would leave unplayed (so a move is never one after which the
-    opponent could win at once, except the last, whose reply is searched).
-    A prefix that runs out of such moves is drawn again from the start.
-    ``num_plies`` is at most ``MAX_PREFIX_PLIES``; raises ``ValueError`` otherwise.
+    Each move is uniform over the legal moves that neither end the game nor, but for the last, leave the
+    opponent an immediate win; a prefix that runs out of them is drawn again.  Raises ``ValueError`` past
+    ``MAX_PREFIX_PLIES``.
     """
     if not 0 <= num_plies <= MAX_PREFIX_PLIES:
         raise ValueError(f"a prefix has 0 to {MAX_PREFIX_PLIES} plies, not {num_plies}")
@@ -429,12 +373,8 @@ def random_prefix(rng: np.random.Generator, num_plies: int) -> list[int]:
 
 def fork_position(rng: np.random.Generator, sources: list[tuple[int, int]], *,
                   num_tries: int = 8) -> tuple[int, int] | None:
-    """A uniformly drawn position of ``sources`` plus one random legal move, or None.
-
-    The move is drawn uniformly from those that do not end the game, at a source
-    whose side to move has no winning move (it would be left unplayed).  Up to
-    ``num_tries`` sources are drawn before giving up (None, also for no sources).
-    """
+    """A random position of ``sources`` with no immediate win, plus one random move that does not end the game;
+    None after ``num_tries`` draws (or without sources)."""
     for _ in range(num_tries if sources else 0):
         position, mask = sources[int(rng.integers(len(sources)))]
         if not _is_quiet(position, mask):
@@ -453,10 +393,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
 
 
 def _leaf_depths(tree: search_tree.Tree) -> tuple[np.ndarray, np.ndarray]:
-    """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search.
-
-    A node's depth below the root is its number of stones minus the root's.
-    """
+    """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search (depth in stones)."""
     used = np.arange(tree.capacity) < tree.num_nodes[:, None]
     stones = _popcount(tree.mask)
     depth = np.where(used, stones - stones[:, :1], 0)
@@ -481,8 +418,7 @@ def _finish(g: _Game, result: int) -> GameRecord:
 
 def summarize(records: list[GameRecord], num_evaluations: int,
               num_network_evaluations: int | None = None) -> SelfPlayStats:
-    """The statistics of a batch of finished games whose searches asked for ``num_evaluations`` positions,
-    ``num_network_evaluations`` of them scored by the network (default: all)."""
+    """``SelfPlayStats`` of finished games (``num_network_evaluations`` default: ``num_evaluations``)."""
     n = max(len(records), 1)
     return SelfPlayStats(
         num_games=len(records),

@@ -1,10 +1,5 @@
-"""A new run sized to the machine it starts on, and the ``connectx-az train`` command that remakes a run.
-
-A preset's sizes are those of one self-play lane; ``sized`` fits them to the cores and the GPU
-found (``devices.detect``), and the choice is saved in the run's ``config.json`` like any
-setting, so a resumed run plays as it started.  ``train_command`` goes the other way: from a
-saved config to the preset, ``--workers`` and ``--total-time`` that make it.
-"""
+"""A new run sized to the machine it starts on (saved in ``config.json``, so a resumed run plays as it started),
+and ``train_command``, the ``connectx-az train`` command that remakes a saved config."""
 
 from __future__ import annotations
 
@@ -13,8 +8,7 @@ from typing import Any
 
 from connectx_az.training import config
 
-#: games in flight over all the self-play workers with a GPU (16 cores x 64 and 4 cores x 256 self-played at about the
-#: same rate on an H200; docs/results.md, "Self-play sized to the machine")
+#: games in flight over all the self-play workers with a GPU (docs/results.md, "Self-play sized to the machine")
 GPU_GAMES_IN_FLIGHT = 1024
 #: the most games in flight ``sized`` gives one worker
 MAX_GAMES_PER_WORKER = 512
@@ -30,17 +24,13 @@ def default_workers(cores: int) -> int:
 
 def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None = None,
           keep: frozenset[str] | set[str] = frozenset()) -> config.RunConfig:
-    """``run``, whose sizes are those of one self-play lane (a preset's), sized for a machine of ``cores``
-    cores, with a GPU or without.
+    """``run`` (a preset's sizes: one self-play lane) sized for ``cores`` cores, with a GPU or without.
 
-    The tree work costs per numpy call over the batch, not per game, so a core is used well only with a full
-    batch of its own: each core gets a worker process (``workers`` pins the count; one core plays in the training
-    process) and each worker the lane's games in flight.  With a GPU, whose forward pass costs per call too, the
-    workers together keep ``GPU_GAMES_IN_FLIGHT`` in flight however few they are (at most
-    ``MAX_GAMES_PER_WORKER`` each).  Each worker plays at least two rounds of its games in flight, so that its
-    later games can fork from its earlier ones, and the training steps grow with the games, so that a position is
-    trained on as often as in the lane.  Torch uses every core.  Settings named in ``keep`` (``SIZED_KEYS`` the
-    user set) stay as ``run`` has them.
+    A worker a core (``workers`` pins the count), each with the lane's games in flight; with a GPU the workers
+    together keep ``GPU_GAMES_IN_FLIGHT`` (at most ``MAX_GAMES_PER_WORKER`` each).  Each worker plays at least
+    two rounds, so later games can fork from earlier ones, and the steps grow with the games.  Torch uses every
+    core.  ``keep``: the ``SIZED_KEYS`` the user set, left as they are.  The rule: docs/results.md,
+    "Self-play sized to the machine".
     """
     selfplay, train = run.selfplay, run.train
     num_workers = selfplay.num_workers if "selfplay.num_workers" in keep else \
@@ -60,12 +50,9 @@ def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None =
 
 
 def train_command(values: dict[str, Any], *, max_changes: int = 8) -> str:
-    """The ``connectx-az train`` command that makes a run of config ``values``: the nearest preset, sized as the run
-    was (``--workers``, on a machine with a GPU or without: ``sized``), its ``--total-time`` if it has one, and a
-    ``--set`` for each setting that differs from that (seed, threads and device aside: they change where the run
-    computes, not what), or where more than ``max_changes`` differ, that count and a pointer to ``config.json``.
-    A config saved before a setting existed is completed with today's defaults first, so it still matches its
-    preset."""
+    """The ``connectx-az train`` command that makes a run of config ``values``: the nearest preset as ``sized``,
+    ``--workers``, ``--total-time``, and a ``--set`` for each other difference (seed, threads and device aside),
+    or past ``max_changes`` differences their count and a pointer to ``config.json``."""
     try:
         run = config.from_dict(values)
     except config.ConfigError:

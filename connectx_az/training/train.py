@@ -1,21 +1,10 @@
-"""The generation loop: self-play, store, train, checkpoint, evaluate. Resumable.
+"""The generation loop: self-play, store, train, checkpoint, evaluate.  Resumable.
 
-A run lives in one directory (``runs``: its files and metrics; ``devices``: where it computes).
-Generation ``g`` writes its shard, then the metrics line, then the checkpoint
-saying "next is ``g + 1``"; each write is atomic.  A run killed at any moment
-resumes at the checkpoint's generation: a shard or metrics line of an
-unfinished generation is simply redone (the metrics file is trimmed to the
-checkpoint on resume), so no generation is lost or counted twice.  Every
-generation's randomness is seeded from ``(seed, generation)``, so a resumed
-run on CPU makes the same games as an uninterrupted one.
-
-A run of ``RunConfig.total_time`` seconds (``train --total-time``) runs on time, not on a
-count: its learning rate follows the fraction of that time its generations have
-spent (each metrics row's ``run_seconds``, so it counts across resumes and not
-between them), and it ends before a generation that would not finish inside it,
-judged by the last generation's duration; its rates, unlike its games, depend
-on the machine's speed.  A ``time_budget`` stops one call the same way, so a
-notebook session that ends at a known hour leaves a resumable run.
+Generation ``g`` writes its shard, then its metrics line, then the checkpoint saying "next is ``g + 1``",
+each atomically; a killed run resumes at the checkpoint and redoes the unfinished generation (metrics
+trimmed), so none is lost or counted twice.  Randomness is seeded from ``(seed, generation)``: a resumed run
+on CPU makes the same games.  A timed run (``RunConfig.total_time``) follows the share of its time spent
+(``run_seconds``, across resumes) and ends before a generation that would not fit, judged by the last one.
 """
 
 from __future__ import annotations
@@ -53,9 +42,8 @@ log = logging.getLogger(__name__)
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
                 target_value: torch.Tensor, dtype: torch.dtype | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per position: the policy cross-entropy and the squared value error (the losses before their
-    mean), and the policy's log-probabilities; the forward pass under autocast at ``dtype`` (None:
-    float32), the losses in float32."""
+    """Per position: policy cross-entropy, squared value error and the log-probabilities; the forward pass
+    under autocast at ``dtype`` (None: float32), the losses in float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
         logits, value = net(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
@@ -69,14 +57,9 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
                 dtype: torch.dtype | None = None) -> dict[str, float]:
     """``num_steps`` of AdamW on policy cross-entropy + value MSE; returns mean losses.
 
-    ``dtype`` (``network.train_autocast_dtype``): the forward pass's autocast precision, None for float32.
-
-    With ``solved`` (``solved_data``) each batch of ``batch_size`` self-play positions gains
-    ``solved_per_batch`` proven ones: they add to the value loss (the mean over all the batch's
-    rows), and to the policy loss only where they carry a policy target (the mean over the
-    self-play rows and those; a row without one has an all-zero target), scored as
-    ``proven_policy_terms`` says.  ``solved_value_loss`` and, where some rows
-    carry a target, ``solved_policy_loss`` are their own means.
+    ``dtype``: the forward pass's autocast (``network.train_autocast_dtype``).  With ``solved``, each batch
+    gains ``solved_per_batch`` proven rows: in the value loss, and in the policy loss where they carry a
+    target (``proven_policy_terms``); ``solved_value_loss`` and ``solved_policy_loss`` are their own means.
     """
     net.train()
     extra = solved_per_batch if solved is not None and len(solved) else 0
@@ -118,9 +101,8 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
 
 
 def proven_policy_terms(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per proven row, ``-log`` of the probability on its best moves together (those where ``target``, uniform
-    over them, is above 0): 0 wherever the policy keeps to them, however it shares it out, and 0 for a row
-    without best moves.  (An even share of them, the cross-entropy against ``target``, lost ablation 13.)"""
+    """Per proven row, ``-log`` of the probability on its best moves together (``target > 0``); 0 for a row
+    without best moves (docs/ablations.md, ablation 13)."""
     best = target > 0
     # a finite fill, not -inf: a row without best moves must give a finite 0 and a zero gradient
     on_best = torch.logsumexp(log_probs.masked_fill(~best, -1e4), dim=1)
@@ -128,9 +110,8 @@ def proven_policy_terms(log_probs: torch.Tensor, target: torch.Tensor) -> torch.
 
 
 def solved_data(path: str | Path, *, policy: bool = False, max_plies: int = 0) -> replay.ReplayData:
-    """A labels file (``solved.load``) as training rows: the proven result as value target, and with
-    ``policy`` the best moves as policy target (``Labels.policy``; all zero, no target, without).
-    ``max_plies`` > 0 keeps the positions of at most that many plies only."""
+    """A labels file as training rows: the proven result as value target, with ``policy`` the best moves as
+    policy target (else all zero); ``max_plies`` > 0 keeps the positions of at most that many plies."""
     from connectx_az.training import labels as solved
 
     labels = solved.load(path)
@@ -154,9 +135,8 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
                     max_positions: int = HELD_OUT_POSITIONS, batch_size: int = 1024) -> dict[str, float]:
     """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.
 
-    The loop scores the new generation's positions before training on them (``fresh_*``)
-    and the previous generation's, through one generation's steps already (``seen_*``): the gap between
-    the two is what the network memorises of its games rather than learns.
+    Scored on the new generation (``fresh_*``) and the previous one (``seen_*``) before training: their gap is
+    what the network memorises of its games.
     """
     net.eval()
     n = min(len(data), max_positions)
@@ -193,29 +173,12 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         keep_every: int | None = None, clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
-    New run: ``config`` is required and is written to ``config.json`` first; the
-    folder must be new or empty (``ConfigError`` otherwise, nothing written).
-    ``resume=True``: training continues from
-    the checkpoint with the saved config, or with ``config`` if one is given (to
-    extend a run or change its schedule: same network only; it replaces
-    ``config.json`` before any work).  ``init_model`` warm-starts
-    a new run from a checkpoint's weights (``network.load_into``: the same
-    filters; head layers whose shape the config changes, ``net.value_filters``
-    for one, start from new weights, and extra blocks start as identities).
-    ``num_generations`` stops this call early (the run itself stays resumable).
-    ``on_generation`` receives each generation's metrics row once it is saved
-    (live plots in the notebook).  ``threads`` and ``device`` override the
-    config's for this call only (resuming on another machine); they change
-    where the work runs, not what is computed, and are not saved.
-    ``time_budget`` (seconds from the first generation's start) stops the loop
-    cleanly before a generation that would end after it, with a logged line saying
-    where it stopped and how to resume; ``clock`` measures it (tests pass a fake).
-    A timed run (``config.total_time`` > 0) ends once its time is spent (see the module docstring), and a
-    resumed one that has spent it returns at once.
-    ``keep_every`` N > 0 also keeps the checkpoint after every N-th generation and after the run's last, as
-    ``snapshots/gen_NNNN.pt`` (NNNN generations done; ``runs.snapshot_path``), for grading along the way;
-    it is saved in the checkpoint, so None (the default) goes on as the run was started (0 for a new run)
-    and a resumed run keeps its snapshots without being told again; 0 stops them.
+    A new run needs ``config`` and an empty folder (``runs.run_config``); ``resume=True`` goes on with the saved
+    config, or with ``config`` for the same network.  ``init_model`` warm-starts a new run
+    (``network.load_into``).  ``num_generations`` stops this call early; ``on_generation`` gets each saved
+    metrics row.  ``threads`` and ``device`` apply to this call only (not saved).  ``time_budget`` (seconds,
+    by ``clock``) stops before a generation that would end after it.  ``keep_every`` N > 0 also keeps
+    ``runs.snapshot_path`` after every N-th generation and the last; None keeps the run's own setting, 0 stops.
     """
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
@@ -223,7 +186,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         raise ConfigError(f"keep every {keep_every} generations: give a positive number (0 keeps none)")
     run_dir = Path(run_dir)
     config, changed = runs.run_config(run_dir, config, resume=resume)
-    # Before anything is written: a device torch cannot use is refused with the run folder untouched.
+    # before anything is written, so a device torch cannot use leaves the run folder untouched
     device = devices.resolve_device(device or config.device)
     solved = None
     if config.train.solved_per_batch > 0:
@@ -256,8 +219,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
                  inference_batch(config))
     evaluator = TorchEvaluator(net, device, precision)
-    # The run's time spent (its generations', across resumes: ``runs.run_clock``) and a generation's expected
-    # duration: the last one's, from this call or the run's metrics.
     spent, expected, _ = runs.time_left(runs.rows_before(run_dir, generation), config.total_time)
     if time_budget is not None and not expected and (stop is None or generation < stop):
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
@@ -278,7 +239,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                         generation, of, runs.format_duration(used),
                         runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
             break
-        # The fraction of the run spent when this generation ends (judged by the last one's duration).
         fraction = (spent + expected) / config.total_time if timed else None
         begun = clock()
         row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress,
@@ -311,12 +271,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
 def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyValueNet,
                 optimizer: torch.optim.Optimizer, evaluator: TorchEvaluator, device: torch.device,
                 solved: replay.ReplayData | None, progress: bool, *, fraction: float | None = None) -> dict[str, Any]:
-    """One generation's work: self-play, its shard, the training steps and the Pons grade; its metrics row.
+    """One generation: self-play, its shard, training and the Pons grade; returns its metrics row.
 
-    ``fraction``: the share of a timed run's total time spent when this generation ends, which sets its learning
-    rate; None for a run of ``num_generations``.
-
-    Its randomness is seeded from ``(config.seed, generation)``, so a resumed run makes the same games.
+    ``fraction``: the share of a timed run spent when it ends, which sets the learning rate (None: untimed).
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng([config.seed, generation])
@@ -397,11 +354,7 @@ def _tensorboard(run_dir: Path) -> Any:
 
 
 def warm_start_config(config: RunConfig, init_model: str | Path) -> RunConfig:
-    """``config`` with the network of checkpoint ``init_model`` (unchanged where it has that one already).
-
-    For a preset whose network neither ``--set net.*`` nor ``--config`` chose: a warm start continues
-    the network it starts from.
-    """
+    """``config`` with the network of checkpoint ``init_model``, for a warm start whose network nobody chose."""
     net = load_checkpoint(init_model)[0].config
     return config if net == config.net else replace(config, net=net)
 

@@ -1,49 +1,27 @@
 """Self-play across worker processes, with one batched inference server in this process.
 
-With ``SelfPlayConfig.num_workers = W >= 1`` the tree work (selection, expansion,
-backup: ``mcts_numba``'s kernels, or numpy's bookkeeping) runs in ``W`` worker
-processes, each playing its share of the generation's games with
-``selfplay.play_games`` (``num_parallel_games`` in flight) and an evaluator that
-forwards its leaves here.  The server (``_serve``) puts the leaves of several
-workers into one call of the caller's evaluator, so the network sees batches
-about ``W / 2`` times larger than one process makes, and sends each worker its
-slice of the answer.  ``W = 0`` is ``selfplay.play_games`` itself.
+With ``SelfPlayConfig.num_workers = W >= 1`` each worker runs ``selfplay.play_games`` on its share of the
+games with an evaluator that forwards its leaves here; the server (``_serve``) answers several workers'
+leaves with one call of the caller's evaluator.  ``W = 0`` is ``selfplay.play_games`` itself.  Workers are
+started with "spawn" (forking a process holding torch and CUDA is unsafe) and import no torch; a calling
+script needs the ``if __name__ == "__main__":`` guard.
 
-Worker processes are started with "spawn" (forking a process that holds torch
-and CUDA is unsafe) and import only numpy, ``game``, ``mcts`` and ``selfplay``:
-no torch, so they start in a fraction of a second and use little memory.  As
-with any spawn user, a script that calls this needs the
-``if __name__ == "__main__":`` guard: each worker imports the script's module
-and runs its top-level imports (the ``connectx-az`` command, notebooks and pytest
-are fine).
+Determinism: workers are served in two alternating groups (even and odd indices), so one group's tree work
+overlaps the other's network call.  A batch is "the next request of every unfinished worker of the group,
+in worker order", never "whatever has arrived", so no float depends on timing; with ``worker_seeds``, a
+run on CPU is reproducible for a given ``W``.
 
-Determinism.  Workers are served in two alternating groups (even and odd
-indices): while one group's leaves are on the network, the other group does
-its tree work.  Each batch is exactly "the next request of every unfinished
-worker of the group, in worker order", never "whatever has arrived", so batch
-composition, and with it every float the network returns, does not depend on
-timing.  Worker ``i`` draws its moves from its own generator seeded by
-``worker_seeds``; on CPU a run is reproducible from its seed for a given ``W``
-(the games differ from one ``W`` to another, and from ``W = 0``).
-
-Wire format, one ``Connection`` (pipe) per worker, each message one byte tag
-then its payload::
+Wire format, one pipe per worker, each message a one-byte tag then its payload::
 
     worker -> server  b"E" obs uint8[n,2,6,7]      evaluate these leaves (side to move)
-                      b"G" pickled GameRecord       a game finished (progress, results)
-                      b"D" int64                    done; the positions its searches asked for (more
-                                                    than it sent: ``selfplay.CachedEvaluator``)
+                      b"G" pickled GameRecord       a game finished
+                      b"D" int64                    done; the positions its searches asked for
                       b"X" traceback text           failed
     server -> worker  logits float32[n,7] then value float32[n], side to move
 
-Pickle only crosses a pipe between this process and its own children; nothing
-is stored with it.
-
-Shutdown.  A worker's exception is raised here as ``WorkerError`` with the
-worker's traceback.  Workers are daemonic, ignore Ctrl-C (the parent handles it
-and stops them) and exit when their pipe closes, so a parent killed even with
-SIGKILL leaves no workers behind.  The parent polls with a timeout and checks
-that each worker it waits for is alive, so a worker that dies cannot hang it.
+Pickle only crosses a pipe to this process's own children.  A worker's failure is raised here as
+``WorkerError``; workers are daemonic, ignore Ctrl-C and exit when their pipe closes, and the server checks
+that a silent worker is alive, so neither side hangs or outlives the other.
 """
 
 from __future__ import annotations
@@ -86,10 +64,8 @@ def play_games(
 ) -> tuple[list[GameRecord], SelfPlayStats]:
     """``selfplay.play_games``, in this process or across ``config.num_workers`` processes.
 
-    Same arguments and results.  With workers, ``evaluator`` runs here only;
-    records come back by worker, then in each worker's finishing order, and
-    ``on_game_done`` is called here as games finish.  Raises ``WorkerError`` if a
-    worker fails or dies.
+    Same arguments and results; ``evaluator`` runs here only, and records come back by worker, then in each
+    worker's finishing order.  Raises ``WorkerError`` if a worker fails or dies.
     """
     num_workers = resolve_num_workers(config.num_workers)
     if num_workers == 0:
@@ -118,11 +94,7 @@ def play_games(
 
 
 def resolve_num_workers(num_workers: int, cpu_count: int | None = None) -> int:
-    """``selfplay.num_workers`` as a process count: ``-1`` means one worker per CPU core.
-
-    On one core (or when the count is unknown) that is 0: games are played in
-    this process, since a worker would only take turns with the server.
-    """
+    """``selfplay.num_workers`` as a process count: ``-1`` is one a CPU core, and 0 (this process) on one core."""
     if num_workers >= 0:
         return num_workers
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
@@ -130,13 +102,10 @@ def resolve_num_workers(num_workers: int, cpu_count: int | None = None) -> int:
 
 
 def inference_threads(threads: int, num_workers: int) -> int:
-    """Torch threads for the network during self-play with ``num_workers`` worker processes, of a run's ``threads``.
+    """Torch threads for the network during self-play with ``num_workers`` workers, of a run's ``threads``.
 
-    The server alternates two groups of workers (see the module docstring): while one group's leaves are on the
-    network its cores are idle, and the other group's cores do tree work, so the network gets the first
-    group's share of the cores.  More would take cores from the tree work (on 2 cores, 2 threads self-played at
-    0.81 times the rate of 1: docs/results.md, "Self-play sized to the machine").  In this process
-    (``num_workers`` 0) the network has every thread.
+    The network gets the cores of the group of workers waiting on it; more would take cores from the other
+    group's tree work (docs/results.md, "Self-play sized to the machine").  Without workers, every thread.
     """
     return max(1, threads - (num_workers + 1) // 2) if num_workers > 0 else threads
 
@@ -159,12 +128,9 @@ def _serve(
     *,
     on_game_done: Callable[[GameRecord], None] | None = None,
 ) -> tuple[list[list[GameRecord]], int, int]:
-    """Answer the workers' network requests until all are done.
+    """Answer the workers' requests until all are done, even and odd workers in turn.
 
-    Returns each worker's records in its finishing order, the number of
-    positions the workers' searches asked for and the number evaluated here.
-    Even and odd workers take turns (see the module docstring): one batch per
-    turn of every unfinished worker of the group.
+    Returns each worker's records, the positions their searches asked for and those evaluated here.
     """
     num_workers = len(processes)
     records: list[list[GameRecord]] = [[] for _ in range(num_workers)]
@@ -202,10 +168,8 @@ def _serve(
 
 def _next_request(index: int, process: BaseProcess, connection: Connection, records: list[GameRecord],
                   on_game_done: Callable[[GameRecord], None] | None) -> np.ndarray | int:
-    """Worker ``index``'s next leaves ``uint8[n,2,6,7]``, or once it is done the positions its searches asked for.
-
-    Finished games that arrive first are appended to ``records`` (and reported).
-    """
+    """Worker ``index``'s next leaves ``uint8[n,2,6,7]``, or once done the positions its searches asked for;
+    finished games arriving first go to ``records``."""
     while True:
         while not connection.poll(_POLL_SECONDS):
             if not process.is_alive():
