@@ -129,7 +129,7 @@ train-cpu: $(VENV)/.train
 # What only a GPU can show, in about seven minutes: the device, the CUDA tests, self-play per precision, a few
 # generations of the gpu preset and its whole run projected (here and on a T4), a file built and played.  On a GPU
 # machine whose python3 already has a CUDA torch (Kaggle, Colab, a lent box) nothing is installed: it runs from this
-# tree.  The same check runs on the CPU with the smoke preset in `make test` (tests/test_bench_gpu.py).
+# tree.  The same check runs on the CPU with the smoke preset in `make test` (tests/test_gpu_check.py).
 # GPU_PYTHON: python3 where it has torch, else this checkout's $(VENV) (`make install-train TORCH=cuda`).
 GPU_PYTHON ?= $(shell python3 -c 'import torch' 2>/dev/null && echo python3 || echo $(PY))
 GPU_CHECK_OUT ?= build/gpu-check
@@ -139,7 +139,7 @@ gpu-check:
 	@$(GPU_PYTHON) -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' || { echo "error: make" \
 		"gpu-check measures a CUDA GPU, and the torch of $(GPU_PYTHON) sees none here (no GPU, or a CPU build of" \
 		"torch: make install-train TORCH=cuda)"; exit 1; }
-	PYTHONPATH="$(CURDIR)" $(GPU_PYTHON) -m connectx_az.cli bench gpu --out $(GPU_CHECK_OUT)
+	PYTHONPATH="$(CURDIR)" $(GPU_PYTHON) lab/device/gpu_check.py --out $(GPU_CHECK_OUT)
 
 # One folder to upload as a Kaggle dataset: the package's wheel, onnx wheels, and the notebook, which
 # installs the wheel from /kaggle/input with Internet off (see the notebook's first cell).

@@ -3,13 +3,11 @@
 The arithmetic (what the first move charges for executing the file, decoding the
 model and compiling the solver; the solver's share; the bank's extra) is checked
 with an injected clock, so it holds to the last bit on any machine.  End to end,
-the built file runs as Kaggle runs it (``bench_clock``: a fresh interpreter pinned
+the built file runs as Kaggle runs it (``clock_runner``: a fresh interpreter pinned
 to one core, what the runtime lacks blocked) and plays a plain ``int`` for an open
 column, from the book or a search.  Kaggle's rule itself (no move overdraws the
 bank, with a busy loop on the same core) is a wall-clock matter: those tests are
-marked ``timing`` (``make test-timing``, on an idle machine).  How close each move
-comes to its own budget depends on the machine's load; ``connectx-az bench clock``
-prints those margins.
+marked ``timing`` (``make test-timing``, on an idle machine).
 """
 
 from __future__ import annotations
@@ -20,12 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import clock_runner
 import pytest
 
 import connectx_az
 from connectx_az.agent import backends, template
 from connectx_az.engine import game, mcts
-from connectx_az.tools import bench_clock, builder
+from connectx_az.tools import builder
 
 SHIPPED_MODEL = Path(connectx_az.__file__).resolve().parent / "models" / "default.onnx"
 #: the busy loop stops by itself after this many seconds, whatever happens to the test
@@ -219,7 +218,7 @@ needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason
 @pytest.fixture
 def cpu_hog() -> Iterator[object]:
     """A busy loop on the core the runners use: killed at teardown, and stops by itself after ``HOG_SECONDS``."""
-    with bench_clock.busy_loop(bench_clock.last_cpu(), HOG_SECONDS) as hog:
+    with clock_runner.busy_loop(clock_runner.last_cpu(), HOG_SECONDS) as hog:
         yield hog
 
 
@@ -236,7 +235,7 @@ def test_the_built_files_first_move_charges_its_own_exec(submission) -> None:
     the agent measured the file's exec that it charges itself (the arithmetic:
     ``test_the_first_move_charges_the_files_exec_and_the_decode_to_its_budget``).  No clock is asserted: a generous
     one, so that a loaded machine still searches."""
-    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=2.0, bank=60.0,
+    result = clock_runner.first_move(submission, cpu=clock_runner.last_cpu(), act_timeout=2.0, bank=60.0,
                                     timeout=RUNNER_TIMEOUT)
     assert result["type"] == "int" and 0 <= int(result["move"]) < 7 and result["backend"] == "numpy", result
     assert result["info"]["source"] == "search", result
@@ -251,7 +250,7 @@ def test_with_the_book_the_first_move_is_the_books(tmp_path) -> None:
         pytest.skip("no shipped model")
     submission = tmp_path / "submission.py"
     builder.build_submission(SHIPPED_MODEL, submission)
-    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=2.0, bank=60.0,
+    result = clock_runner.first_move(submission, cpu=clock_runner.last_cpu(), act_timeout=2.0, bank=60.0,
                                     timeout=RUNNER_TIMEOUT)
     assert result["type"] == "int" and int(result["move"]) == 3 and result["info"]["source"] == "book", result
 
@@ -274,8 +273,8 @@ def test_many_games_on_a_shared_core_never_time_out(runtime, agent_clock, submis
     if runtime == "kaggle":
         pytest.importorskip("numba")
     act_timeout, num_games = 0.25, 6
-    bank = bench_clock.BANK_PER_ACT_SECOND * act_timeout
-    games = bench_clock.play_games(submission, cpu=bench_clock.last_cpu(), runtime=runtime, act_timeout=act_timeout,
+    bank = clock_runner.BANK_PER_ACT_SECOND * act_timeout
+    games = clock_runner.play_games(submission, cpu=clock_runner.last_cpu(), runtime=runtime, act_timeout=act_timeout,
                                    num_games=num_games, agent_clock=agent_clock, warm=runtime == "kaggle",
                                    timeout=RUNNER_TIMEOUT)
     assert cpu_hog.poll() is None, "the competing process stopped before the games ended"
@@ -313,8 +312,8 @@ def test_the_first_move_with_exec_and_decode_keeps_kaggles_rule(which, submissio
         submission = tmp_path / "submission.py"
         builder.build_submission(SHIPPED_MODEL, submission, book_path=None)
     act_timeout = 0.5
-    bank = bench_clock.BANK_PER_ACT_SECOND * act_timeout
-    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=act_timeout, bank=bank,
+    bank = clock_runner.BANK_PER_ACT_SECOND * act_timeout
+    result = clock_runner.first_move(submission, cpu=clock_runner.last_cpu(), act_timeout=act_timeout, bank=bank,
                                     timeout=RUNNER_TIMEOUT)
     assert cpu_hog.poll() is None
     assert result["type"] == "int" and 0 <= int(result["move"]) < 7 and result["backend"] == "numpy", result
@@ -335,7 +334,7 @@ def test_first_move_compiles_the_solver_inside_the_real_clock(cpu_hog, tmp_path)
     submission = tmp_path / "submission.py"
     builder.build_submission(SHIPPED_MODEL, submission, book_path=None)
     act_timeout, bank = 2.0, 60.0
-    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), runtime="kaggle", act_timeout=act_timeout,
+    result = clock_runner.first_move(submission, cpu=clock_runner.last_cpu(), runtime="kaggle", act_timeout=act_timeout,
                                     bank=bank, timeout=RUNNER_TIMEOUT)
     assert cpu_hog.poll() is None
     info = result["info"]
@@ -354,7 +353,7 @@ def test_with_the_book_the_first_move_is_the_books_and_quick(cpu_hog, tmp_path) 
     submission = tmp_path / "submission.py"
     builder.build_submission(SHIPPED_MODEL, submission)
     act_timeout = 2.0
-    result = bench_clock.first_move(submission, cpu=bench_clock.last_cpu(), act_timeout=act_timeout, bank=60.0,
+    result = clock_runner.first_move(submission, cpu=clock_runner.last_cpu(), act_timeout=act_timeout, bank=60.0,
                                     timeout=RUNNER_TIMEOUT)
     assert cpu_hog.poll() is None
     assert result["type"] == "int" and int(result["move"]) == 3 and result["info"]["source"] == "book", result

@@ -2,7 +2,7 @@
 CPU's float32, self-play with worker processes serving the GPU, and a generation trained there and exported.
 
 Skipped where torch sees no GPU (``make test``, CI); ``make gpu-check`` runs them on one
-(``tools/bench_gpu.py``).  ``tests/test_network.py`` holds the same rules with ``torch.cuda`` stood in for.
+(``lab/device/gpu_check.py``).  ``tests/test_network.py`` holds the same rules with ``torch.cuda`` stood in for.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""The commands of ``bench``: the speed benchmarks (agent, selfplay, solver, clock, gpu, precision)."""
+"""The commands of ``bench``: the speed benchmarks (agent, selfplay, solver, precision)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -21,10 +20,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     common.require_positive(args, "--seconds")
     if args.what == "solver":
         return cmd_bench_solver(args)
-    if args.what == "clock":
-        return cmd_bench_clock(args)
-    if args.what == "gpu":
-        return cmd_bench_gpu(args)
     if args.what == "precision":
         return cmd_bench_precision(args)
     if args.what == "selfplay":
@@ -60,22 +55,6 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench_gpu(args: argparse.Namespace) -> int:
-    common.require(args, "torch", "onnx", "tqdm")
-    from connectx_az.tools import bench_gpu
-
-    if not args.budget > 0:
-        raise errors.UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
-    check = bench_gpu.CheckConfig(preset=args.preset or "gpu", device=args.device or "auto", budget=args.budget,
-                                  generations=args.generations, seconds=args.seconds or 3.0)
-    out = Path(args.out or "build/gpu-check")
-    print(f"GPU check into {out} (budget {args.budget:g} s; progress in {out / 'gpu_check.log'})", flush=True)
-    record = bench_gpu.run(out, check)
-    print(json.dumps(record) if args.json else bench_gpu.format_result(record))
-    print(f"wrote {out / 'gpu_check.json'}")
-    return 0 if all(s["status"] != "failed" for s in record["steps"].values()) else 1
-
-
 def _check_agent_model(model: str) -> None:
     """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
     from connectx_az.agent import onnx_numpy
@@ -87,17 +66,6 @@ def _check_agent_model(model: str) -> None:
         onnx_numpy.NumpyOnnxModel(path.read_bytes())
     except ValueError as exc:
         raise errors.UserError(f"model {path} cannot run in the agent: {exc}") from None
-
-
-def cmd_bench_clock(args: argparse.Namespace) -> int:
-    from connectx_az.tools import bench_clock
-
-    if not hasattr(os, "sched_setaffinity"):
-        raise errors.UserError("bench clock pins processes to a core (os.sched_setaffinity): Linux only")
-    _check_agent_model(args.model)
-    result = bench_clock.bench_clock(args.model)
-    print(json.dumps(result) if args.json else bench_clock.format_clock(result))
-    return 0
 
 
 def cmd_bench_solver(args: argparse.Namespace) -> int:
@@ -124,16 +92,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     from connectx_az.tools import bench_solver  # numpy only: the solver's budgets
 
     p = sub.add_parser("bench", help="speed benchmarks")
-    p.add_argument("what", choices=["agent", "selfplay", "solver", "clock", "gpu", "precision"],
+    p.add_argument("what", choices=["agent", "selfplay", "solver", "precision"],
                    help="agent: the search and the built file; selfplay: training throughput; solver: nodes/s; "
                         "precision: the network in float32 and bfloat16 on the Pons positions, and each one's speed "
-                        "(inference and training steps); "
-                        "clock: how close the built file's moves come to their budgets on a shared core (about "
-                        "two minutes); gpu: device, CUDA tests, self-play per precision, a few generations of "
-                        "the gpu preset and the whole run projected, a file built and played (`make gpu-check`, "
-                        "about seven minutes on an H100)")
+                        "(inference and training steps); the GPU check is `make gpu-check`")
     p.add_argument("--model", default=str(paths.DEFAULT_MODEL), help="ONNX model (default: the shipped model)")
-    p.add_argument("--seconds", type=float, help="time per measurement (default 5; gpu: 3)")
+    p.add_argument("--seconds", type=float, help="time per measurement (default 5)")
     p.add_argument("--batch", type=int, nargs="*", help="selfplay: also measure these games-in-flight counts")
     p.add_argument("--workers", type=int, nargs="*",
                    help="selfplay: also measure these worker-process counts (0: in this process), "
@@ -153,15 +117,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sets", nargs="+", choices=list(pons.SETS), metavar="SET",
                    help=f"solver, precision: these Pons sets instead (default: solver "
                         f"{' '.join(bench_solver.SOLVER_SETS)}, precision all)")
-    p.add_argument("--preset", help="selfplay, gpu: the training preset to measure (default cpu; gpu: gpu)")
-    p.add_argument("--budget", type=float, default=420.0,
-                   help="gpu: seconds for all the steps; a step that would overrun it is skipped (default 420)")
-    p.add_argument("--generations", type=int, default=3, help="gpu: generations of the preset to time (default 3)")
-    p.add_argument("--out", help="gpu: folder for gpu_check.json, its log and the run (default build/gpu-check)")
+    p.add_argument("--preset", help="selfplay: the training preset to measure (default cpu)")
     p.add_argument("--evaluator", choices=["network", "free"], default="network",
                    help="selfplay: free replaces the network by one that costs almost nothing, to time the "
                         "tree work alone (default network)")
-    p.add_argument("--device", help="selfplay, gpu: auto, cpu, cuda, ... (default: the preset's)")
+    p.add_argument("--device", help="selfplay: auto, cpu, cuda, ... (default: the preset's)")
     p.add_argument("--precision", choices=["auto", "float32", "float16", "bfloat16"],
                    help="selfplay: inference precision (default: the preset's, auto)")
     p.add_argument("--json", action="store_true", help="one JSON line")

@@ -1,17 +1,14 @@
-"""What the speed benchmarks share (``connectx-az bench ...``): the machine's line, a timed rate, the table printed,
-a process pinned to some of the cores.
+"""What the speed benchmarks share (``connectx-az bench ...``): the machine's line, a timed rate, the table printed.
 
-One module a benchmark: ``bench_selfplay``, ``bench_agent``, ``bench_solver``, ``bench_clock``, ``bench_gpu``; the
+One module a benchmark: ``bench_selfplay``, ``bench_agent``, ``bench_solver``; the
 programs they run in fresh interpreters are the modules of ``bench_probes/`` (``probe_source``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +61,3 @@ def format_result(what: str, result: dict[str, Any]) -> str:
             continue
         lines.append(f"  {key:<24}{value}")
     return "\n".join(lines)
-
-
-@contextlib.contextmanager
-def pinned(cores: int) -> Iterator[None]:
-    """This process, and what it starts meanwhile, on its first ``cores`` CPUs, as ``taskset`` runs a command."""
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, sorted(before)[:cores])
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)

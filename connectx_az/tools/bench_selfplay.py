@@ -108,22 +108,6 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     }
 
 
-def bench_sized(*, preset: str, cores: int, seconds: float = 5.0, device: str | None = None,
-                precision: str | None = None, checkpoint: str | Path | None = None) -> dict[str, Any]:
-    """``bench_selfplay`` of ``preset`` as a run sized for ``cores`` cores plays it (``sizing.sized``, with a GPU
-    where ``device`` is one), this process pinned to its first ``cores`` CPUs as ``taskset`` runs it (the workers
-    it starts inherit that); the row carries ``cores``."""
-    from connectx_az.training import config, devices, sizing
-
-    gpu = devices.resolve_device(device or config.make_config(preset).device).type == "cuda"
-    sp = sizing.sized(config.make_config(preset), cores=cores, gpu=gpu).selfplay
-    with bench.pinned(cores):
-        row = bench_selfplay(preset=preset, seconds=seconds, num_workers=sp.num_workers, device=device,
-                             precision=precision, checkpoint=checkpoint,
-                             overrides=(f"selfplay.num_parallel_games={sp.num_parallel_games}", f"threads={cores}"))
-    return {**row, "cores": cores}
-
-
 _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio",
                  "tree_evals_per_s", "tree_evals_per_s_per_core", "mean_leaf_depth",
                  "positions_per_s", "games_per_hour", "positions_per_hour")

@@ -16,7 +16,7 @@ WORK=${WORK:-/tmp/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-python3 -m connectx_az.cli bench gpu --out "$WORK" --budget "${BUDGET:-420}" ${PRESET:+--preset "$PRESET"} 2>&1 | tee "$OUT/stdout.log"
+python3 lab/device/gpu_check.py --out "$WORK" --budget "${BUDGET:-420}" ${PRESET:+--preset "$PRESET"} 2>&1 | tee "$OUT/stdout.log"
 status=${PIPESTATUS[0]}
 cp "$WORK"/gpu_check.json "$WORK"/gpu_check.log "$WORK"/gpu_check_tests.log "$WORK"/run/metrics.jsonl "$OUT"/ 2>/dev/null
 ls -l "$OUT"

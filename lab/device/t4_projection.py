@@ -1,4 +1,4 @@
-"""A run on Kaggle's T4 projected from a GPU check's figures on another GPU (``bench_gpu``'s generations step).
+"""A run on Kaggle's T4 projected from a GPU check's figures on another GPU (``gpu_check.py``'s generations step).
 
 The network's forward time is scaled by the two GPUs' peak throughput from their data sheets
 (``PEAK_TFLOPS``), the tree work by the T4 box's cores; see ``project``.

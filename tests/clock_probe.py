@@ -1,7 +1,7 @@
 # ruff: noqa: F821
-# exec_submission and kaggle_dicts come from kaggle_io.sandbox_prelude(), which bench_clock.py puts before this.
+# exec_submission and kaggle_dicts come from kaggle_io.sandbox_prelude(), which clock_runner.py puts before this.
 """Runs in a fresh interpreter that imitates Kaggle's sandbox (the blocked packages are passed in), pinned to one
-core: the built file against Kaggle's clock, as ``bench_clock`` describes.  Prints one JSON line.
+core: the built file against Kaggle's clock, as ``clock_runner`` describes.  Prints one JSON line.
 
 argv: cpu, then ``games`` submission act_timeout bank number_of_games seed scale warm|cold (``scale``: of the
 agent's own clock constants, 1 as shipped; ``warm`` compiles the solver before the games, which the process

@@ -1,5 +1,5 @@
-"""The GPU check (``connectx-az bench gpu``, ``make gpu-check``): what only a GPU can show, in one time-boxed
-command that writes one JSON and its log.
+"""The GPU check (``make gpu-check``, ``python lab/device/gpu_check.py``): what only a GPU can show, in one
+time-boxed command that writes one JSON and its log.  A maintainer's tool, run from a clone (``lab/device/README.md``).
 
 Steps, in order (``STEPS``):
 
@@ -11,18 +11,20 @@ Steps, in order (``STEPS``):
                  run would choose; the tree work's own rate per core (the free evaluator); the network's forward time
                  at two batch sizes (what the T4 projection scales).
 ``generations``  a fresh run of the preset sized for this machine, for a few generations, and the whole run
-                 projected from them, here and on a T4 (``bench_t4.project``).
+                 projected from them, here and on a T4 (``t4_projection.project``).
 ``submission``   the run exported, built with the shipped book, and a few full-budget moves played by the file as
                  Kaggle runs it (``bench_agent.bench_submission``).
 
 ``gpu_check.json`` is rewritten as each step ends, so a killed check keeps what it measured; ``gpu_check.log`` holds
 the terminal's lines.  A step starts only when the budget left covers its estimate, else it is skipped with the
 reason; a failed step is recorded with its error's last line and the next one still runs.  ``make test`` runs the
-same command on the CPU with the ``smoke`` preset (``tests/test_bench_gpu.py``).
+same command on the CPU with the ``smoke`` preset (``tests/test_gpu_check.py``).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import logging
 import os
@@ -32,16 +34,16 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from t4_projection import FORWARD_BATCHES, KAGGLE_CORES, project  # beside this file
 
 from connectx_az import files, paths
 from connectx_az.tools import bench, bench_agent, bench_selfplay
-from connectx_az.tools.bench_t4 import FORWARD_BATCHES, KAGGLE_CORES, project
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +248,7 @@ def _sized_rows(ctx: _Context, skipped: list[str], out_of_time: Callable[[], boo
                                                          if cores > devices.available_cores() else " (out of time)"))
             continue
         t0 = time.monotonic()
-        row = bench_selfplay.bench_sized(preset=cfg.preset, cores=cores, seconds=cfg.seconds, device=cfg.device,
+        row = _bench_sized(preset=cfg.preset, cores=cores, seconds=cfg.seconds, device=cfg.device,
                                          precision=ctx.chosen_precision, checkpoint=_shipped_checkpoint(cfg.preset))
         rows.append({**{k: row[k] for k in (*_ROW_KEYS, "cores") if k in row},
                      "seconds": round(time.monotonic() - t0, 1)})
@@ -396,3 +398,69 @@ def format_result(record: dict[str, Any]) -> str:
                          + (f"; moves {step['move_seconds']} s, {step['move_simulations']} simulations "
                             f"({step['backend']})" if "move_seconds" in step else ""))
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _pinned(cores: int) -> Iterator[None]:
+    """This process, and what it starts meanwhile, on its first ``cores`` CPUs, as ``taskset`` runs a command."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(before)[:cores])
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _bench_sized(*, preset: str, cores: int, seconds: float = 5.0, device: str | None = None,
+                precision: str | None = None, checkpoint: str | Path | None = None) -> dict[str, Any]:
+    """``bench_selfplay`` of ``preset`` as a run sized for ``cores`` cores plays it (``sizing.sized``, with a GPU
+    where ``device`` is one), this process pinned to its first ``cores`` CPUs as ``taskset`` runs it (the workers
+    it starts inherit that); the row carries ``cores``."""
+    from connectx_az.training import config, devices, sizing
+
+    gpu = devices.resolve_device(device or config.make_config(preset).device).type == "cuda"
+    sp = sizing.sized(config.make_config(preset), cores=cores, gpu=gpu).selfplay
+    with _pinned(cores):
+        row = bench_selfplay.bench_selfplay(preset=preset, seconds=seconds, num_workers=sp.num_workers, device=device,
+                             precision=precision, checkpoint=checkpoint,
+                             overrides=(f"selfplay.num_parallel_games={sp.num_parallel_games}", f"threads={cores}"))
+    return {**row, "cores": cores}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python lab/device/gpu_check.py [--out DIR] [--budget S] [--preset P] [--device D] [--json]``; exit 1 if a
+    step failed."""
+    from connectx_az import errors, extras
+
+    p = argparse.ArgumentParser(prog="gpu_check.py", description="The GPU check: device, CUDA tests, self-play per "
+                                "precision, a few generations of the preset and its run projected (here and on a "
+                                "T4), a file built and played; skips what would overrun --budget")
+    p.add_argument("--out", default="build/gpu-check", help="folder for gpu_check.json, its log and the run "
+                   "(default build/gpu-check)")
+    p.add_argument("--budget", type=float, default=420.0, help="seconds for all the steps (default 420)")
+    p.add_argument("--preset", default="gpu", help="the training preset to measure (default gpu)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default auto)")
+    p.add_argument("--generations", type=int, default=3, help="generations of the preset to time (default 3)")
+    p.add_argument("--seconds", type=float, default=3.0, help="each raw-rate measurement (default 3)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = p.parse_args(argv)
+    try:
+        extras.require("torch", "onnx", "tqdm", needed_by="`make gpu-check`")
+        if not (args.budget > 0 and args.generations > 0 and args.seconds > 0):
+            raise errors.UserError("--budget, --generations and --seconds must be positive")
+    except errors.UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    check = CheckConfig(preset=args.preset, device=args.device, budget=args.budget, generations=args.generations,
+                        seconds=args.seconds)
+    out = Path(args.out)
+    print(f"GPU check into {out} (budget {args.budget:g} s; progress in {out / 'gpu_check.log'})", flush=True)
+    record = run(out, check)
+    print(json.dumps(record) if args.json else format_result(record))
+    print(f"wrote {out / 'gpu_check.json'}")
+    return 0 if all(s["status"] != "failed" for s in record["steps"].values()) else 1
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    sys.exit(main())

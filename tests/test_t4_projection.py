@@ -1,8 +1,12 @@
-"""The T4 projection's arithmetic (``bench_t4.project``), on figures made up to check it."""
+"""The T4 projection's arithmetic (``lab/device/t4_projection.py``), on figures made up to check it."""
 
 from __future__ import annotations
 
-from connectx_az.tools import bench_t4
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab" / "device"))
+import t4_projection  # noqa: E402
 
 
 def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_says() -> None:
@@ -11,7 +15,7 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
     # forward time 1 ms + 1 us a position; tree work 10,000 evaluations a second per core
     figures = {"forward": {"seconds": {"32": 1e-3 + 32e-6, "512": 1e-3 + 512e-6}},
                "rows": [{"evaluator": "free", "tree_evals_per_s_per_core": 10_000.0}]}
-    p = bench_t4.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
+    p = t4_projection.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
                           device_name="NVIDIA H100 80GB HBM3")
     # here: the median generation after the first (warm-up), times the run's generations
     assert p["generation_seconds"] == 25.0 and p["hours_here"] == round(25.0 * 100 / 3600, 2)
@@ -29,11 +33,11 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
     # share (400,000 / 43,425 a second on the T4) falls below the tree work's (1,600,000 / 80,000), which bounds.
     cached = [{**row, "num_network_evaluations": 400_000} for row in rows]
     figures["rows"][0]["tree_evals_per_s_per_core"] = 20_000.0
-    t4 = bench_t4.project(cached, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
+    t4 = t4_projection.project(cached, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
                            device_name="NVIDIA H100 80GB HBM3")["t4"]
     assert t4["bound"] == "tree work" and t4["efficiency"] == 0.25  # here: 5 s of tree work, 20 s measured
     assert t4["hours_at_best"] == round((1_600_000 / 80_000 + train + rest) * 100 / 3600, 2)
-    uncached = bench_t4.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
+    uncached = t4_projection.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=figures,
                                  device_name="NVIDIA H100 80GB HBM3")["t4"]
     assert uncached["bound"] == "network"
     network_seconds = 1_600_000 / uncached["network_evals_per_s"]
@@ -41,12 +45,12 @@ def test_the_t4_projection_scales_each_part_of_a_generation_as_its_docstring_say
     # sized for the T4 box (256 in flight a worker) and with self-play measured here on 4 cores, pinned: the
     # network is called with 512 positions, and the tree work runs at the measured rate
     measured = {**figures, "rows": [*figures["rows"], {"cores": 4, "selfplay_evals_per_s": 50_000.0}]}
-    t4 = bench_t4.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=measured,
+    t4 = t4_projection.project(rows, num_generations=100, num_parallel_games=64, num_workers=16, figures=measured,
                            device_name="NVIDIA H100 80GB HBM3", t4_parallel_games=256)["t4"]
     network_rate = 512 / (1e-3 + 512e-6 * 989 / 65)
     assert t4["network_evals_per_s"] == round(network_rate) and t4["tree_rate_measured_on_4_cores"]
     likely = max(1_600_000 / network_rate, 1_600_000 / 50_000) + train + rest
     assert t4["hours"] == round(likely * 100 / 3600, 2) and t4["generations_in_11h"] == int(11 * 3600 // likely)
-    cpu = bench_t4.project(rows, num_generations=100, num_parallel_games=64, num_workers=2, figures=figures,
+    cpu = t4_projection.project(rows, num_generations=100, num_parallel_games=64, num_workers=2, figures=figures,
                             device_name="cpu")
     assert cpu["hours_here"] == p["hours_here"] and "unknown" in cpu["t4"]
