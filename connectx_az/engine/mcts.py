@@ -30,15 +30,8 @@ _WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 # same results bit for bit (float64, same operation order); tests/test_mcts.py holds them equal.
 
 
-def _puct_score(
-    visits: np.ndarray,
-    value_sum: np.ndarray,
-    prior: np.ndarray,
-    score_bias: np.ndarray,
-    node_visits: np.ndarray,
-    node_value: np.ndarray,
-    config: search_tree.SearchConfig,
-) -> np.ndarray:
+def _puct_score(visits: np.ndarray, value_sum: np.ndarray, prior: np.ndarray, score_bias: np.ndarray,
+                node_visits: np.ndarray, node_value: np.ndarray, config: search_tree.SearchConfig) -> np.ndarray:
     """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
 
     Edge statistics are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net
@@ -222,15 +215,8 @@ def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np
     node_value_sum[row] -= amount
 
 
-def _backup(
-    tree: search_tree.Tree,
-    trees: np.ndarray,
-    path_node: np.ndarray,
-    path_action: np.ndarray,
-    depth: np.ndarray,
-    leaf_value: np.ndarray,
-    virtual_loss: float,
-) -> None:
+def _backup(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
+            depth: np.ndarray, leaf_value: np.ndarray, virtual_loss: float) -> None:
     """Add one visit and the leaf value to every edge of each path, taking back the virtual loss.
 
     ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge at depth ``d`` belongs to
@@ -320,16 +306,9 @@ def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: s
     return int(trees.size)
 
 
-def search(
-    tree: search_tree.Tree,
-    evaluator: search_tree.Evaluator,
-    config: search_tree.SearchConfig,
-    *,
-    num_simulations: int | None = None,
-    deadline: float | None = None,
-    rng: np.random.Generator | None = None,
-    kernels: mcts_numba.Kernels | None = None,
-) -> int:
+def search(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig, *,
+           num_simulations: int | None = None, deadline: float | None = None, rng: np.random.Generator | None = None,
+           kernels: mcts_numba.Kernels | None = None) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
     Stops after ``num_simulations`` (default ``config.num_simulations``) per tree, at the

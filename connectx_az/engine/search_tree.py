@@ -203,12 +203,7 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def expand(
-    tree: Tree,
-    b: np.ndarray,
-    node: np.ndarray,
-    evaluator: Evaluator,
-) -> None:
+def expand(tree: Tree, b: np.ndarray, node: np.ndarray, evaluator: Evaluator) -> None:
     """Evaluate nodes ``(b[i], node[i])`` in one call, setting priors and net values; proven nodes are skipped."""
     live = np.isnan(tree.proven[b, node]) & ~tree.is_expanded[b, node]
     if not live.any():

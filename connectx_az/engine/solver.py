@@ -124,15 +124,8 @@ class Solver:
         """Empty the transposition table."""
         self._table.clear()
 
-    def solve(
-        self,
-        position: int,
-        mask: int,
-        *,
-        weak: bool = False,
-        deadline: float | None = None,
-        max_nodes: int | None = None,
-    ) -> int | None:
+    def solve(self, position: int, mask: int, *, weak: bool = False, deadline: float | None = None,
+              max_nodes: int | None = None) -> int | None:
         """Exact Pons score of the position for the side to move (its sign only if ``weak``)."""
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
@@ -141,15 +134,8 @@ class Solver:
         except _OutOfBudget:
             return None
 
-    def move_scores(
-        self,
-        position: int,
-        mask: int,
-        *,
-        weak: bool = False,
-        deadline: float | None = None,
-        max_nodes: int | None = None,
-    ) -> list[int | None] | None:
+    def move_scores(self, position: int, mask: int, *, weak: bool = False, deadline: float | None = None,
+                    max_nodes: int | None = None) -> list[int | None] | None:
         """Score of playing each of the 7 columns (``None`` for a full column), side to move; ``weak``: signs."""
         plies = _num_plies(position, mask)
         self._start(deadline, max_nodes)
@@ -170,15 +156,8 @@ class Solver:
             return None
         return scores
 
-    def best_move(
-        self,
-        position: int,
-        mask: int,
-        *,
-        weak: bool = False,
-        deadline: float | None = None,
-        max_nodes: int | None = None,
-    ) -> tuple[int, int] | None:
+    def best_move(self, position: int, mask: int, *, weak: bool = False, deadline: float | None = None,
+                  max_nodes: int | None = None) -> tuple[int, int] | None:
         """``(col, score)``: a 0-based column reaching the position's exact score, and that score.
 
         With ``weak`` the score is its sign (-1/0/+1) and the column one that keeps that result.  A win

@@ -241,14 +241,9 @@ def _read_book(book_path: str | Path) -> tuple[bytes, int]:
         raise BuildError(f"book {path}: {exc}") from None
 
 
-def build_submission(
-    model_path: str | Path,
-    out_path: str | Path,
-    *,
-    metadata: dict | None = None,
-    expected_sha256: str | None = None,
-    book_path: str | Path | None = paths.DEFAULT_BOOK,
-) -> BuildReport:
+def build_submission(model_path: str | Path, out_path: str | Path, *, metadata: dict | None = None,
+                     expected_sha256: str | None = None,
+                     book_path: str | Path | None = paths.DEFAULT_BOOK) -> BuildReport:
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
     ``expected_sha256``, when given, must match the model bytes (e.g. the export report's).  ``metadata``

@@ -140,15 +140,8 @@ def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
     return model.SerializeToString()
 
 
-def export_onnx(
-    net: PolicyValueNet,
-    path: str | Path,
-    *,
-    float16: bool = False,
-    check: bool = True,
-    num_positions: int = 64,
-    seed: int = 0,
-) -> ExportReport:
+def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False, check: bool = True,
+                num_positions: int = 64, seed: int = 0) -> ExportReport:
     """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.
 
     Raises ``ExportError`` (and writes nothing) when the parity check fails, and when ``path`` is a folder or

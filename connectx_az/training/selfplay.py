@@ -252,15 +252,9 @@ class _Game:
     opening: str = "empty"
 
 
-def play_games(
-    evaluator: search_tree.Evaluator,
-    num_games: int,
-    config: SelfPlayConfig,
-    search: search_tree.SearchConfig,
-    rng: np.random.Generator,
-    *,
-    on_game_done: Callable[[GameRecord], None] | None = None,
-) -> tuple[list[GameRecord], SelfPlayStats]:
+def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
+               search: search_tree.SearchConfig, rng: np.random.Generator, *,
+               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
 
     ``on_game_done`` is called after each finished game.  Forks branch from positions searched earlier in this

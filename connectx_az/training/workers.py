@@ -53,15 +53,9 @@ class WorkerError(RuntimeError):
     """A self-play worker failed or died; the message carries its traceback when it had one."""
 
 
-def play_games(
-    evaluator: search_tree.Evaluator,
-    num_games: int,
-    config: SelfPlayConfig,
-    search: search_tree.SearchConfig,
-    rng: np.random.Generator,
-    *,
-    on_game_done: Callable[[GameRecord], None] | None = None,
-) -> tuple[list[GameRecord], SelfPlayStats]:
+def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
+               search: search_tree.SearchConfig, rng: np.random.Generator, *,
+               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
     """``selfplay.play_games``, in this process or across ``config.num_workers`` processes.
 
     Same arguments and results; ``evaluator`` runs here only, and records come back by worker, then in each
@@ -121,13 +115,8 @@ def worker_seeds(rng: np.random.Generator, num_workers: int) -> list[int]:
     return [int(s) for s in rng.integers(0, 2**63, size=num_workers)]
 
 
-def _serve(
-    evaluator: search_tree.Evaluator,
-    processes: list[BaseProcess],
-    connections: list[Connection],
-    *,
-    on_game_done: Callable[[GameRecord], None] | None = None,
-) -> tuple[list[list[GameRecord]], int, int]:
+def _serve(evaluator: search_tree.Evaluator, processes: list[BaseProcess], connections: list[Connection], *,
+           on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[list[GameRecord]], int, int]:
     """Answer the workers' requests until all are done, even and odd workers in turn.
 
     Returns each worker's records, the positions their searches asked for and those evaluated here.
