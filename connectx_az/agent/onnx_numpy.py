@@ -93,10 +93,8 @@ def _dense_op(node: onnx_proto.Node, args: list, opset: int) -> np.ndarray:
     raise ValueError(f"unsupported op {op!r}")
 
 
-SUPPORTED_OPS = frozenset(
-    ("Conv", "Relu", "Add", "Flatten", "Gemm", "Tanh", "Squeeze", "Unsqueeze", "Reshape",
-     "Constant", "Identity", "Cast", "GlobalAveragePool", "Concat")
-)
+SUPPORTED_OPS = frozenset(("Conv", "Relu", "Add", "Flatten", "Gemm", "Tanh", "Squeeze", "Unsqueeze", "Reshape",
+                           "Constant", "Identity", "Cast", "GlobalAveragePool", "Concat"))
 
 def read_graph(data: bytes) -> onnx_proto.Graph:
     """Parse ONNX bytes into an ``onnx_proto.Graph`` with ``opset``, ``input_name``, ``input_shape``

@@ -50,9 +50,7 @@ BOARD_MASK = BOTTOM_MASK * ((1 << ROWS) - 1)
 CENTRE_FIRST = (3, 2, 4, 1, 5, 0, 6)
 
 # Bit index of each cell laid out as [row_from_top, col]: used by encode/decode.
-_CELL_BIT = np.array(
-    [[col * _H1 + (ROWS - 1 - row) for col in range(COLS)] for row in range(ROWS)], dtype=np.uint64
-)
+_CELL_BIT = np.array([[col * _H1 + (ROWS - 1 - row) for col in range(COLS)] for row in range(ROWS)], dtype=np.uint64)
 _TOP_BITS_U64 = np.array(TOP_BITS, dtype=np.uint64)
 _BOTTOM_BITS_U64 = np.array(BOTTOM_BITS, dtype=np.uint64)
 

@@ -262,26 +262,22 @@ class DuelReport:
         opponent = Counter({kind: 0 for kind in referee.OPPONENT_KINDS})
         for g in self.games:
             opponent.update(g.opponent)
-        return {
-            "games": len(self.games), "by_seat": {str(s): v for s, v in self.by_seat.items()},
-            "value_losses": self.num_value_losses,
-            "file_moves": sum(len(g.checks) for g in self.games),
-            "unchecked": sum(g.num_unchecked for g in self.games),
-            "won_positions": sum(g.first_won_ply is not None for g in self.games),
-            "unconverted": self.num_unconverted,
-            "failures": [f"game {g.index}: {g.reason}" for g in self.games if "by file" in g.reason],
-            "slowest_move_s": round(slow.slowest_move[0], 3) if slow else 0.0,
-            "slowest_move_game": slow.index if slow else None,
-            "max_bank_used_s": round(bank.bank_used, 3) if bank else 0.0,
-            "max_bank_used_game": bank.index if bank else None,
-            "opponent": dict(opponent),
-            "file_solvers": sorted({g.solver for g in self.games if g.solver}),
-            "file_backends": sorted({g.backend for g in self.games if g.backend}),
-            "solver": self.solver, "solves": self.stats.as_dict(), "max_nodes": self.max_nodes,
-            "cache": self.cache_path, "cache_positions": self.cache_size, "seconds": round(self.seconds, 1),
-            "runtime": self.runtime, "noise": self.noise, "act_timeout": self.act_timeout, "bank": self.bank,
-            "seed": self.seed, "opening": self.opening,
-        }
+        return {"games": len(self.games), "by_seat": {str(s): v for s, v in self.by_seat.items()},
+                "value_losses": self.num_value_losses, "file_moves": sum(len(g.checks) for g in self.games),
+                "unchecked": sum(g.num_unchecked for g in self.games),
+                "won_positions": sum(g.first_won_ply is not None for g in self.games),
+                "unconverted": self.num_unconverted,
+                "failures": [f"game {g.index}: {g.reason}" for g in self.games if "by file" in g.reason],
+                "slowest_move_s": round(slow.slowest_move[0], 3) if slow else 0.0,
+                "slowest_move_game": slow.index if slow else None,
+                "max_bank_used_s": round(bank.bank_used, 3) if bank else 0.0,
+                "max_bank_used_game": bank.index if bank else None, "opponent": dict(opponent),
+                "file_solvers": sorted({g.solver for g in self.games if g.solver}),
+                "file_backends": sorted({g.backend for g in self.games if g.backend}), "solver": self.solver,
+                "solves": self.stats.as_dict(), "max_nodes": self.max_nodes, "cache": self.cache_path,
+                "cache_positions": self.cache_size, "seconds": round(self.seconds, 1), "runtime": self.runtime,
+                "noise": self.noise, "act_timeout": self.act_timeout, "bank": self.bank, "seed": self.seed,
+                "opening": self.opening}
 
     def as_dict(self) -> dict[str, Any]:
         return {"games": [g.as_dict() for g in self.games], "summary": self.summary()}
@@ -385,19 +381,17 @@ def format_summary(report: DuelReport) -> str:
     seats = "; ".join(f"seat {seat}: {v['wins']} W {v['draws']} D {v['losses']} L" for seat, v in s["by_seat"].items())
     solves = s["solves"]
     opp = s["opponent"]
-    lines = [
-        f"summary: {s['games']} games ({seats}); runtime {s['runtime']}, {s['act_timeout']:g} s a move + "
-        f"{s['bank']:g} s bank; noise {s['noise']:g}" + (f"; opening {s['opening']}" if s["opening"] else ""),
-        f"value-losing moves: {s['value_losses']} of {s['file_moves']} file moves ({s['unchecked']} unchecked "
-        f"within {s['max_nodes']:,} nodes); won positions: {s['won_positions']} games, "
-        f"{s['unconverted']} not converted",
-        f"slowest move: {s['slowest_move_s']:.2f} s (game {s['slowest_move_game']}); most bank used in a game: "
-        f"{s['max_bank_used_s']:.2f} s (game {s['max_bank_used_game']}); file's solver: "
-        f"{','.join(s['file_solvers']) or '?'}, backend: {','.join(s['file_backends']) or '?'}",
-        f"opponent: {opp['kept']} moves keeping the value, {opp['noise']} random, {opp['unproven']} unproven",
-        f"solver ({s['solver']}): {solves['proven']} positions proven, {solves['unproven']} unproven, "
-        f"{solves['nodes']:,} nodes, {solves['seconds']:.1f} s (slowest {solves['slowest_seconds']:.1f} s); "
-        f"cache {s['cache']}: {s['cache_positions']} entries; {s['seconds']:.0f} s in all",
-    ]
+    lines = [f"summary: {s['games']} games ({seats}); runtime {s['runtime']}, {s['act_timeout']:g} s a move + "
+             f"{s['bank']:g} s bank; noise {s['noise']:g}" + (f"; opening {s['opening']}" if s["opening"] else ""),
+             f"value-losing moves: {s['value_losses']} of {s['file_moves']} file moves ({s['unchecked']} unchecked "
+             f"within {s['max_nodes']:,} nodes); won positions: {s['won_positions']} games, "
+             f"{s['unconverted']} not converted",
+             f"slowest move: {s['slowest_move_s']:.2f} s (game {s['slowest_move_game']}); most bank used in a game: "
+             f"{s['max_bank_used_s']:.2f} s (game {s['max_bank_used_game']}); file's solver: "
+             f"{','.join(s['file_solvers']) or '?'}, backend: {','.join(s['file_backends']) or '?'}",
+             f"opponent: {opp['kept']} moves keeping the value, {opp['noise']} random, {opp['unproven']} unproven",
+             f"solver ({s['solver']}): {solves['proven']} positions proven, {solves['unproven']} unproven, "
+             f"{solves['nodes']:,} nodes, {solves['seconds']:.1f} s (slowest {solves['slowest_seconds']:.1f} s); "
+             f"cache {s['cache']}: {s['cache_positions']} entries; {s['seconds']:.0f} s in all"]
     lines += [f"failure: {f}" for f in s["failures"]]
     return "\n".join(lines)

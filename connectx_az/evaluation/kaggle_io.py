@@ -71,17 +71,15 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
     is imported first, as Kaggle's harness has it loaded before it executes a submission.  The script can then call
     ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
     """
-    return (
-        "import sys\n"
-        "class _Blocker:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        f"        if name.split('.')[0] in {tuple(blocked)!r}:\n"
-        "            raise ImportError('blocked to imitate Kaggle: ' + name)\n"
-        "        return None\n"
-        "sys.meta_path.insert(0, _Blocker())\n"
-        "import numpy  # noqa: E402,F401\n"
-        + Path(__file__).with_name("kaggle_sandbox.py").read_text(encoding="utf-8")
-    )
+    return ("import sys\n"
+            "class _Blocker:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.split('.')[0] in {tuple(blocked)!r}:\n"
+            "            raise ImportError('blocked to imitate Kaggle: ' + name)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, _Blocker())\n"
+            "import numpy  # noqa: E402,F401\n"
+            + Path(__file__).with_name("kaggle_sandbox.py").read_text(encoding="utf-8"))
 
 
 def kaggle_like_process(runtime: str) -> None:

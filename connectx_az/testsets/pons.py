@@ -143,13 +143,8 @@ def grade(name: str, positions: Sequence[PonsPosition], cols: Sequence[int]) -> 
     if len(positions) != len(cols):
         raise ValueError(f"{len(positions)} positions but {len(cols)} moves")
     mistakes = tuple(is_mistake(p, c) for p, c in zip(positions, cols, strict=True))
-    return SetResult(
-        name,
-        len(positions),
-        sum(mistakes),
-        sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)),
-        mistakes,
-    )
+    return SetResult(name, len(positions), sum(mistakes),
+                     sum(is_strict_mistake(p, c) for p, c in zip(positions, cols, strict=True)), mistakes)
 
 
 def choose_policy(evaluator: search_tree.Evaluator, positions: list[tuple[int, int]]) -> list[int]:

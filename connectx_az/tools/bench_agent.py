@@ -108,19 +108,15 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         done = subprocess.run(
             [sys.executable, "-I", str(probe), str(submission), str(num_moves), str(act_timeout), str(overage)],
-            cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
-        )
+            cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"submission probe failed: {done.stderr.strip().splitlines()[-1:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     moves = out.pop("moves")
-    return {
-        "load_seconds": round(out["load_seconds"], 3), "peak_rss_mb": round(out["peak_rss_mb"], 1),
-        "file_mb": round(report.num_bytes / 1e6, 3), "backend": out["backend"],
-        **({"load_error": out["load_error"]} if out["backend"] == "uniform" else {}),
-        **{k: round(out[k], 3) for k in ("exec_seconds", "decode_seconds", "first_search_seconds")},
-        **{k: round(out[k], 1) for k in ("rss_before_mb", "rss_loaded_mb")},
-        "num_moves": len(moves), "clock": f"{act_timeout:g}s + {overage:g}s bank",
-        "move_seconds": [m["seconds"] for m in moves], "move_simulations": [m["simulations"] for m in moves],
-        "tree_nodes": out["tree_nodes"],
-    }
+    return {"load_seconds": round(out["load_seconds"], 3), "peak_rss_mb": round(out["peak_rss_mb"], 1),
+            "file_mb": round(report.num_bytes / 1e6, 3), "backend": out["backend"],
+            **({"load_error": out["load_error"]} if out["backend"] == "uniform" else {}),
+            **{k: round(out[k], 3) for k in ("exec_seconds", "decode_seconds", "first_search_seconds")},
+            **{k: round(out[k], 1) for k in ("rss_before_mb", "rss_loaded_mb")}, "num_moves": len(moves),
+            "clock": f"{act_timeout:g}s + {overage:g}s bank", "move_seconds": [m["seconds"] for m in moves],
+            "move_simulations": [m["simulations"] for m in moves], "tree_nodes": out["tree_nodes"]}

@@ -96,16 +96,12 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
                       tree_evals_per_s_per_core=round(sp_rate / max(1, num_workers), 1))
     else:
         result.update(selfplay_evals_per_s=round(sp_rate, 1), ratio=round(sp_rate / result["raw_evals_per_s"], 3))
-    return {
-        **result, "simulations": cfg.mcts.num_simulations,
-        "mean_leaf_depth": round(stats.mean_leaf_depth, 2),
-        "network_share": round(stats.num_network_evaluations / max(stats.num_evaluations, 1), 3),
-        "positions_per_s": round(stats.num_positions / elapsed, 1),
-        "games_per_hour": round(stats.num_games / elapsed * 3600),
-        "positions_per_hour": round(stats.num_positions / elapsed * 3600),
-        "mean_game_length": round(stats.mean_length, 1),
-        **bench.machine(),
-    }
+    return {**result, "simulations": cfg.mcts.num_simulations, "mean_leaf_depth": round(stats.mean_leaf_depth, 2),
+            "network_share": round(stats.num_network_evaluations / max(stats.num_evaluations, 1), 3),
+            "positions_per_s": round(stats.num_positions / elapsed, 1),
+            "games_per_hour": round(stats.num_games / elapsed * 3600),
+            "positions_per_hour": round(stats.num_positions / elapsed * 3600),
+            "mean_game_length": round(stats.mean_length, 1), **bench.machine()}
 
 
 _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_evals_per_s", "ratio",

@@ -126,12 +126,10 @@ def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
     with warnings.catch_warnings():
         # the legacy exporter warns that it is deprecated; it is the one that folds BatchNorm
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            net, (dummy,), buffer, dynamo=False, opset_version=OPSET,
-            input_names=[INPUT_NAME], output_names=list(OUTPUT_NAMES),
-            dynamic_axes={name: {0: "batch"} for name in (INPUT_NAME, *OUTPUT_NAMES)},
-            training=torch.onnx.TrainingMode.EVAL, do_constant_folding=True,
-        )
+        torch.onnx.export(net, (dummy,), buffer, dynamo=False, opset_version=OPSET, input_names=[INPUT_NAME],
+                          output_names=list(OUTPUT_NAMES),
+                          dynamic_axes={name: {0: "batch"} for name in (INPUT_NAME, *OUTPUT_NAMES)},
+                          training=torch.onnx.TrainingMode.EVAL, do_constant_folding=True)
     model = onnx.load_from_string(buffer.getvalue())
     model.producer_name = "connectx_az"
     onnx.helper.set_model_props(model, {NET_CONFIG_KEY: json.dumps(dataclasses.asdict(net.config))})
@@ -179,11 +177,9 @@ def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False,
         files.atomic_write_bytes(path, data)
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}; choose another --out") from None
-    return ExportReport(
-        path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
-        numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
-        net_label=net.config.label,
-    )
+    return ExportReport(path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
+                        numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
+                        net_label=net.config.label)
 
 
 def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Path,
@@ -216,15 +212,7 @@ def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
             net = {**config, "label": NetConfig(**config).label}
         except (ValueError, KeyError, TypeError):
             pass
-    return {
-        "path": str(path),
-        "num_bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "float16": model.has_float16_weights,
-        "net": net,
-        "opset": model.opset,
-        "ops": sorted(model.ops),
-        **facts,
-    }
+    return {"path": str(path), "num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "float16": model.has_float16_weights, "net": net, "opset": model.opset, "ops": sorted(model.ops), **facts}
 
 

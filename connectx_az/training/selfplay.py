@@ -398,16 +398,9 @@ def _finish(g: _Game, result: int) -> GameRecord:
     """Turn a finished game into targets; ``result`` is for the side to move at the end."""
     # the side to move at the end is the one to move at every ply of the same parity
     value = np.where(np.arange(g.start_ply, g.ply) % 2 == g.ply % 2, result, -result).astype(np.float32)
-    return GameRecord(
-        obs=np.stack(g.obs),
-        policy=np.stack(g.policy).astype(np.float32),
-        value=value,
-        root_value=np.array(g.root_value, np.float32),
-        start_ply=g.start_ply,
-        opening=g.opening,
-        num_leaves=g.num_leaves,
-        leaf_depth_sum=g.leaf_depth_sum,
-    )
+    return GameRecord(obs=np.stack(g.obs), policy=np.stack(g.policy).astype(np.float32), value=value,
+                      root_value=np.array(g.root_value, np.float32), start_ply=g.start_ply, opening=g.opening,
+                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum)
 
 
 def summarize(records: list[GameRecord], num_evaluations: int,
@@ -415,15 +408,11 @@ def summarize(records: list[GameRecord], num_evaluations: int,
     """``SelfPlayStats`` of finished games (``num_network_evaluations`` default: ``num_evaluations``)."""
     n = max(len(records), 1)
     return SelfPlayStats(
-        num_games=len(records),
-        num_positions=sum(len(r.value) for r in records),
-        num_evaluations=num_evaluations,
+        num_games=len(records), num_positions=sum(len(r.value) for r in records), num_evaluations=num_evaluations,
         num_network_evaluations=num_evaluations if num_network_evaluations is None else num_network_evaluations,
         mean_length=sum(r.num_plies for r in records) / n,
         first_player_win_rate=sum(r.first_player_result == 1 for r in records) / n,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,
         mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
         prefix_rate=sum(r.opening == "prefix" for r in records) / n,
-        fork_rate=sum(r.opening == "fork" for r in records) / n,
-        mean_start_ply=sum(r.start_ply for r in records) / n,
-    )
+        fork_rate=sum(r.opening == "fork" for r in records) / n, mean_start_ply=sum(r.start_ply for r in records) / n)

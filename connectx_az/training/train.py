@@ -305,20 +305,12 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                          solved_per_batch=config.train.solved_per_batch,
                          dtype=train_autocast_dtype(device, config.train.precision))
     t_train = time.perf_counter() - t1
-    row: dict[str, Any] = {
-        "generation": generation,
-        **asdict(stats),
-        **losses,
-        **held_out,
-        "replay_positions": len(data),
-        "lr": lr,
-        "selfplay_seconds": round(t_selfplay, 2),
-        "train_seconds": round(t_train, 2),
-        "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
-        "device": str(device),
-        "precision": str(evaluator.dtype or "float32").removeprefix("torch."),
-        "threads": torch.get_num_threads(),
-    }
+    row: dict[str, Any] = {"generation": generation, **asdict(stats), **losses, **held_out,
+                           "replay_positions": len(data), "lr": lr, "selfplay_seconds": round(t_selfplay, 2),
+                           "train_seconds": round(t_train, 2),
+                           "evals_per_second": round(stats.num_evaluations / max(t_selfplay, 1e-9), 1),
+                           "device": str(device), "precision": str(evaluator.dtype or "float32").removeprefix("torch."),
+                           "threads": torch.get_num_threads()}
     row.update(_evaluate(evaluator, config))
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row

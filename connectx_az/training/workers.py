@@ -229,10 +229,9 @@ def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig,
     # Ctrl-C reaches the whole process group; the parent handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        _, stats = selfplay.play_games(
-            _RemoteEvaluator(connection), num_games, config, search, np.random.default_rng(seed),
-            on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)),
-        )
+        _, stats = selfplay.play_games(_RemoteEvaluator(connection), num_games, config, search,
+                                       np.random.default_rng(seed),
+                                       on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)))
         connection.send_bytes(_DONE + np.int64(stats.num_evaluations).tobytes())
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent closed our pipe (it stopped or died): nobody to report to

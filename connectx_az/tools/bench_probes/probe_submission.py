@@ -56,14 +56,11 @@ def main() -> None:
         position, mask = game.play(position, mask, reply)
         if game.outcome(position, mask) is not None:
             break
-    print(json.dumps({
-        "exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
-        "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
-        "backend": player.backend, "load_error": player.load_error,
-        "rss_before_mb": rss_before, "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
-        "tree_nodes": int(player.tree.num_nodes[0]) if player.tree is not None else 0,
-        "moves": moves,
-    }))
+    print(json.dumps({"exec_seconds": exec_done - start, "decode_seconds": decode_done - exec_done,
+                      "first_search_seconds": search_done - decode_done, "load_seconds": search_done - start,
+                      "backend": player.backend, "load_error": player.load_error, "rss_before_mb": rss_before,
+                      "rss_loaded_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
+                      "tree_nodes": int(player.tree.num_nodes[0]) if player.tree is not None else 0, "moves": moves}))
 
 
 if __name__ == "__main__":
