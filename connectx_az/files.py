@@ -12,8 +12,7 @@ from typing import BinaryIO
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write(f)`` on a temp file beside ``path``, fsync, then rename it over ``path``.
 
-    The file gets ``0644`` less the umask (``mkstemp``'s ``0600`` would not); raises ``OSError``.
-    """
+    The file gets ``0644`` less the umask (``mkstemp``'s ``0600`` would not); raises ``OSError``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -64,8 +64,7 @@ class AgentConfig:
     (bank - solver_bank_reserve))`` seconds from the bank when its node rate covers ``solver_nodes``:
     ``(max empty cells, median nodes of a weak proof of Pons' Begin positions)``, tightest first, none
     beyond the last.  The measurements behind these numbers: ``docs/agent.md``, *The figures behind the
-    constants*.
-    """
+    constants*."""
 
     backends: tuple[str, ...] = backends.BACKENDS
     limit_blas_threads: bool = True
@@ -131,8 +130,7 @@ class Agent:
     ``preload_seconds``: the time spent executing the submission file before the first call.  Between
     moves it keeps the ``evaluator``, the book, the search ``tree`` and ``last`` searched move, and the
     ``solver`` (``solver_kind``: ``"numba"``, ``"python"``, ``"none"``, ``""`` before the first search);
-    ``last_error`` and ``info`` say what the last move did.  Call it as Kaggle calls an agent.
-    """
+    ``last_error`` and ``info`` say what the last move did.  Call it as Kaggle calls an agent."""
 
     def __init__(self, config: AgentConfig = CONFIG, *, model_b64: str = "", model_sha256: str = "",
                  book_b64: str = "", preload_seconds: float = 0.0) -> None:

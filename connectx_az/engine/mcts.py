@@ -67,8 +67,7 @@ def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_lo
     Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``: walk ``k`` of tree ``b``
     crossed edges ``(path_node[k, b, d], path_action[k, b, d])`` for ``d < depth[k, b]``, the last
     leading to a node not yet created, not yet expanded, or proven (a proven root: ``depth == 0``).
-    Each crossed edge gets ``virtual_loss`` so that later walks spread out.
-    """
+    Each crossed edge gets ``virtual_loss`` so that later walks spread out."""
     n_slots = tree.capacity
     # Gathers use ``take`` on flat ``b * N + node`` rows and ``row * A + action`` edges: faster than fancy indexing.
     visits, value_sum = tree.visits.reshape(-1, A), tree.value_sum.reshape(-1, A)

@@ -43,8 +43,7 @@ class SearchConfig:
     First-play urgency (Leela-style): an unvisited edge takes ``Q = (the parent's mean of its net value
     and backed-up values) - fpu_reduction``.  A constant published for a ``[0, 1]`` scale doubles here
     (``c_puct`` 1.5 -> 3.0, a reduction 0.1 -> 0.2).  Root noise (self-play, ``add_root_noise``): the
-    root prior becomes ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(dirichlet_alpha)``.
-    """
+    root prior becomes ``(1 - dirichlet_fraction) * P + dirichlet_fraction * Dir(dirichlet_alpha)``."""
 
     num_simulations: int = 200
     c_puct: float = 2.0

@@ -105,8 +105,7 @@ class Solver:
     ``nodes`` counts the positions visited by the latest public call.  Every public method takes
     ``(position, mask)`` from the side to move, raises ``ValueError`` if it is malformed or the game is
     over, and returns ``None`` if the ``deadline`` (``time.perf_counter()``) passes or ``max_nodes``
-    positions are visited first.
-    """
+    positions are visited first."""
 
     def __init__(self, *, table_size: int = 1 << 20) -> None:
         """``table_size`` caps the transposition table; it is emptied when full."""

@@ -27,8 +27,7 @@ class GameResult:
 
     ``score`` is the first mover's: 1 win, 0.5 draw, 0 loss.  ``reason``: ``"four in a row"``, ``"draw"``,
     ``"illegal move ..."``, ``"error ..."`` or ``"timeout ..."`` (the last three lose for the player named in them).
-    ``opening``: the columns played at random before the players took over, counted in ``num_plies``.
-    """
+    ``opening``: the columns played at random before the players took over, counted in ``num_plies``."""
 
     first: str
     second: str
@@ -61,8 +60,7 @@ def play_game(first: Player, second: Player, *, names: tuple[str, str] = ("first
     the overage bank (``overage`` seconds, default ``OVERAGE_PER_ACT_SECOND * act_timeout``), from which each move's
     time beyond ``act_timeout`` is taken.  A slow move is judged after it returns: nothing interrupts a player.  A
     player's ``reset()``, where it has one, is called first.  ``ValueError`` for an opening that is illegal or ends
-    the game.
-    """
+    the game."""
     players = (first, second)
     for player in players:
         reset = getattr(player, "reset", None)
@@ -126,8 +124,7 @@ def round_robin(players: Mapping[str, Player], games_per_pair: int, *, act_timeo
     Games come in twos from one random opening of ``opening_plies`` moves, the seats swapped between the two (so
     that deterministic players do not repeat one game); pairs follow the mapping's order.  Everything random (the
     openings, and Python's global ``random`` that kaggle's built-in agents use, seeded per game and restored after)
-    derives from ``seed``.  Rules and clock: ``play_game``.
-    """
+    derives from ``seed``.  Rules and clock: ``play_game``."""
     if len(players) < 2:
         raise ValueError(f"a round robin needs at least two players, got {len(players)}")
     if games_per_pair < 1 or opening_plies < 0:
@@ -182,8 +179,7 @@ def _fit_bradley_terry(points: np.ndarray, games: np.ndarray, *, tol: float = 1e
     ``points[r, a, b]``: what ``a`` scored against ``b`` in resample ``r``; ``games[r, a, b]``: the games they
     played (symmetric).  Hunter's (2004) minorize-maximize update ``gamma_a = W_a / sum_b n_ab / (gamma_a +
     gamma_b)`` climbs the likelihood at every step; every player needs some points and some losses, which the
-    caller's virtual draws guarantee.
-    """
+    caller's virtual draws guarantee."""
     wins = points.sum(axis=2)
     gamma = np.ones(wins.shape)
     for _ in range(max_iter):
@@ -207,8 +203,7 @@ def elo_ratings(results: Sequence[GameResult], *, anchor: str | None = None, pri
     ``seed``) replay each pair's games with outcomes drawn from the fitted ratings (expected score ``1 / (1 + 10 **
     (-diff / 400))``, at the pair's observed draw rate where that allows) and are fitted again; the interval spans
     their 2.5th to 97.5th percentiles.  Resampling the games themselves would give every clean sweep a zero-width
-    interval.  ``ValueError`` for no games or ``prior_draws <= 0``.
-    """
+    interval.  ``ValueError`` for no games or ``prior_draws <= 0``."""
     if not results:
         raise ValueError("no games to rate")
     if prior_draws <= 0:

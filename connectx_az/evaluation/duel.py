@@ -110,8 +110,7 @@ class DuelGame:
     ``move_seconds`` its seconds per move (the first includes executing the file) at plies ``move_plies``;
     ``bank_used`` its seconds beyond ``actTimeout`` in all; ``opponent`` the opponent's moves by kind
     (``OPPONENT_KINDS``); ``first_won_ply`` the first ply the file was to move in a proven won position (``None``:
-    never); ``solver`` and ``backend`` what the file's agent reported.
-    """
+    never); ``solver`` and ``backend`` what the file's agent reported."""
 
     index: int
     seat: int
@@ -309,8 +308,7 @@ def duel(submission: str | Path, *, games_per_seat: int, noise: float, runtime: 
     ``SolvedCache`` file (``None``: in memory).  ``on_game`` is called after each game.  ``FileNotFoundError`` for a
     missing file; ``DuelError`` for a file that is not a submission, a bad opening or cache, and at the file's first
     broken move (its agent raises, or answers anything but a legal column as a plain int), naming the game, the ply
-    and the exception or the answer.
-    """
+    and the exception or the answer."""
     submission = Path(submission)
     if not submission.is_file():
         raise FileNotFoundError(f"{submission} not found")

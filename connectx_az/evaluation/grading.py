@@ -59,8 +59,7 @@ def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int
     """``(position, mask, result)`` after each legal move of each position, in order.
 
     ``result`` is for the child's side to move (the negated sign of the move's score).  Moves that end the game are
-    left out: the rules score those positions, never the network.
-    """
+    left out: the rules score those positions, never the network."""
     children = []
     for p in positions:
         position, mask = position_of(p)
@@ -126,8 +125,7 @@ class ValueCalibration:
     ``confusion[t][c]`` counts the positions of true result ``t - 1`` (loss, draw, win) that ``wdl_class`` reads as
     ``c - 1``; ``mean_value`` is the mean value of each true result (NaN where a set has none); ``band_accuracy`` pairs
     each draw band ``b`` (a win above ``b``, a loss below ``-b``) with the W/D/L accuracy it gives; ``sign_accuracy``
-    is how often the value's sign matches a decisive result (NaN without one).
-    """
+    is how often the value's sign matches a decisive result (NaN without one)."""
 
     name: str
     num_positions: int
@@ -185,8 +183,7 @@ def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> 
     """The paired comparison of two results of the same kind on the same positions.
 
     ``ValueError`` when they are not comparable (other set, kind or number of positions, or a result without its
-    per-position record).
-    """
+    per-position record)."""
     def right(r: SetResult | ValueResult) -> tuple[bool, ...]:
         return r.is_correct if isinstance(r, ValueResult) else tuple(not m for m in r.is_mistake)
 
@@ -204,8 +201,7 @@ def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:
 
     ``a`` and ``b`` map a set's name to a row (``n`` and ``mistakes``, the indices of the positions answered with a
     mistake, both graded on the same first ``n`` positions).  Per set: ``n``, ``only_a`` (positions ``a`` gets wrong
-    and ``b`` right), ``only_b`` and ``both``.  ``ValueError`` when the position counts differ.
-    """
+    and ``b`` right), ``only_b`` and ``both``.  ``ValueError`` when the position counts differ."""
     out = {}
     for name in [n for n in a if n in b]:
         if a[name]["n"] != b[name]["n"]:
@@ -228,8 +224,7 @@ def grade_model(evaluator: search_tree.Evaluator, *, sims: Sequence[int], limit:
 
     The modes: ``policy`` (the raw policy), ``mcts<N>`` for each of ``sims`` (``search_mistake_rates``), ``value`` and
     ``value_children`` (``value_accuracy`` on the sets' positions and on their children).  ``on_evals(n)`` after each
-    set of each mode, ``n`` its network evaluations a position (1, or N for ``mcts<N>``; ``grading_evals`` in all).
-    """
+    set of each mode, ``n`` its network evaluations a position (1, or N for ``mcts<N>``; ``grading_evals`` in all)."""
     def step(weight: int = 1) -> Callable[[], None] | None:
         return None if on_evals is None else lambda: on_evals(weight)
 
@@ -256,8 +251,7 @@ def submissions_mistake_rates(submissions: Sequence[str | Path], *, limit: int |
     load and clock for each.  Run it pinned to one core with what Kaggle lacks blocked (``connectx-az eval pons
     --submission --runtime``).  ``on_position()`` once every file has answered a position.  A file that is not a
     submission, whose network does not load (``kaggle_io.check_network``) or whose agent fails that first move
-    raises ``kaggle_io.SubmissionError`` before any grading.
-    """
+    raises ``kaggle_io.SubmissionError`` before any grading."""
     paths = [str(s) for s in submissions]
     for path in paths:
         kaggle_io.check_network(path)

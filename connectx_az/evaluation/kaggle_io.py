@@ -69,8 +69,7 @@ def sandbox_prelude(blocked: tuple[str, ...] = KAGGLE_BLOCKED) -> str:
 
     Prepend it to a child script: importing any of ``blocked`` (by top-level name) raises ``ImportError``, and numpy
     is imported first, as Kaggle's harness has it loaded before it executes a submission.  The script can then call
-    ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted).
-    """
+    ``kaggle_dicts`` and ``exec_submission`` (``kaggle_sandbox``, pasted)."""
     return ("import sys\n"
             "class _Blocker:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
@@ -87,8 +86,7 @@ def kaggle_like_process(runtime: str) -> None:
 
     For a command's own process (``validate``, ``eval pons --submission``), before anything imports the blocked
     packages: pins the process to its lowest core, drops the blocked packages already imported from ``sys.modules``
-    and installs ``sandbox_prelude``'s import blocker.
-    """
+    and installs ``sandbox_prelude``'s import blocker."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     blocked = runtime_blocked(runtime)
@@ -113,8 +111,7 @@ def check_network(submission: str | Path) -> str:
     On Kaggle an agent whose network fails to load (a damaged or edited file, or no backend that runs it) plays on
     with uniform priors, as it should once a game has started; a file about to be uploaded must not.  Executes the
     file (``OSError``; ``SubmissionError`` where it is not a submission) and loads the network in this process, so in
-    the runtime it imitates (``kaggle_like_process``).  A file with no ``_agent`` of this package's kind: ``""``.
-    """
+    the runtime it imitates (``kaggle_like_process``).  A file with no ``_agent`` of this package's kind: ``""``."""
     _, namespace = exec_submission(str(submission))
     player = namespace.get("_agent")
     if not callable(getattr(player, "load_model", None)):
@@ -132,8 +129,7 @@ def first_move(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> i
     """The column the file's agent, executed afresh, plays on the empty board with the full bank.
 
     A check before hours of grading: ``SubmissionError`` where the file is not a submission, or its agent raises or
-    answers anything but a column as a plain ``int`` (Kaggle's INVALID); ``OSError`` where it cannot be opened.
-    """
+    answers anything but a column as a plain ``int`` (Kaggle's INVALID); ``OSError`` where it cannot be opened."""
     agent = load_submission(submission)
     observation, configuration = kaggle_inputs(0, 0, act_timeout=act_timeout)
     try:
@@ -154,8 +150,7 @@ def warm_up(submission: str | Path, *, act_timeout: float = ACT_TIMEOUT) -> None
     An agent whose book answers a game's first moves compiles its solver (numba's kernel, which the process keeps for
     later executions of the file) on its first searched move, the bank still full.  A grader that then shows it
     positions with an empty bank, executing the file afresh for each, must have had that search first: here the
-    agent, executed afresh with its book off (``book_b64``, where the file has one), plays the empty board.
-    """
+    agent, executed afresh with its book off (``book_b64``, where the file has one), plays the empty board."""
     agent, namespace = exec_submission(str(submission))
     if hasattr(namespace.get("_agent"), "book_b64"):
         namespace["_agent"].book_b64 = ""
@@ -220,8 +215,7 @@ def validate(submission: str | Path, *, opponents: tuple[str, ...] = ("random", 
     checks).  The last game against each opponent and seat is saved as an HTML replay in ``replay_dir``.  Stops at
     the file's first broken move (its agent raises, or answers anything but a legal column as a plain ``int``:
     Kaggle's ERROR and INVALID) with ``SubmissionError``, naming the game, the ply and the exception or the answer;
-    no replay of such a file is saved.
-    """
+    no replay of such a file is saved."""
     configuration = {} if act_timeout is None else {"actTimeout": act_timeout}
     from kaggle_environments import make
 

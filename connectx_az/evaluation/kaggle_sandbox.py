@@ -13,8 +13,7 @@ def kaggle_dicts(board: list[int], mark: int, step: int, overage: float, act_tim
     """``(observation, configuration)`` as Kaggle passes them, as plain dicts.
 
     ``board``: Kaggle's 42-cell list (0 empty, 1 and 2 the players' stones); ``mark``: the side to move; ``step``: the
-    stones played; ``overage``: the bank shown as ``remainingOverageTime``; ``act_timeout``: the free seconds a move.
-    """
+    stones played; ``overage``: the bank shown as ``remainingOverageTime``; ``act_timeout``: the free seconds a move."""
     observation = {"board": list(board), "mark": mark, "step": step, "remainingOverageTime": overage}
     configuration = {**_RULES, "actTimeout": act_timeout, "timeout": act_timeout}
     return observation, configuration
@@ -29,8 +28,7 @@ def exec_submission(path: str) -> tuple:
     """``(agent, namespace)``: execute the file in empty globals, as Kaggle does, and take its last callable.
 
     Raises ``OSError`` when the file cannot be opened and ``SubmissionError`` (one line) when it is not
-    a submission.
-    """
+    a submission."""
     try:
         with open(path) as f:
             code = compile(f.read(), str(path), "exec")

@@ -48,8 +48,7 @@ class SolvedCache:
     row), ``exact`` says whether ``value`` is an exact score or a result, and ``value`` is ``NULL`` where the solver
     gave up after ``nodes`` nodes (so that a later run with no larger budget does not try again).  Every row is
     committed as it is written (sqlite's write-ahead log), so a killed run keeps every row written before.  ``path``
-    ``None``: in memory only.  ``OracleError`` for a file that is not such a cache.
-    """
+    ``None``: in memory only.  ``OracleError`` for a file that is not such a cache."""
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = None if path is None else Path(path)
@@ -106,8 +105,7 @@ class Oracle:
     Every method takes an unfinished position ``(position, mask)`` (side to move's stones first).  A value is
     ``None`` where the solver could not prove it within the budget.  When every child of a position is proven, the
     position's own value (the best of them) is stored too, so the position a move leads to is usually known by the
-    time it is asked about.
-    """
+    time it is asked about."""
 
     def __init__(self, prover: solver.Solver, cache: SolvedCache, *, max_nodes: int) -> None:
         if max_nodes < 1:
@@ -173,8 +171,7 @@ def opponent_move(oracle: Oracle, position: int, mask: int, rng: np.random.Gener
     With probability ``noise`` a uniformly random legal column (``"noise"``; nothing solved).  Otherwise, where the
     position's result is proven, a column that keeps it, uniformly among those (``"kept"``); in a lost position the
     one that loses slowest by the exact scores, where those are proven, else one that does not lose at once.  Where
-    the result is not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven.
-    """
+    the result is not proven (``"unproven"``): a column proven to draw if there is one, else one of the unproven."""
     legal = game.legal_cols(mask)
     if rng.random() < noise:
         return int(rng.choice(legal)), "noise"
@@ -202,8 +199,7 @@ class MoveCheck:
     ``"kept"`` (the move keeps the position's result), ``"lost"`` (it is proven to leave a worse one) or
     ``"unchecked"`` (not proven either way within the budget).  ``result``: the position's result and ``played`` the
     result after the move (``None``: unproven); ``keeping``: for a lost move, the columns proven to keep the result
-    (where the position's result is unproven, to reach the best result proven).
-    """
+    (where the position's result is unproven, to reach the best result proven)."""
 
     moves: str
     col: int
@@ -222,8 +218,7 @@ def check_move(oracle: Oracle, moves: str, col: int) -> MoveCheck:
 
     A lost position is kept by every move.  Otherwise the position's result and the played move's are proven
     (usually found in the cache: the opponent solved them as its own children); where either is unproven, or the
-    move lost value, every column is tried, and a move still loses value when another column is proven better.
-    """
+    move lost value, every column is tried, and a move still loses value when another column is proven better."""
     position, mask = game.from_moves(moves)
     result = oracle.value(position, mask)
     if result == -1:

@@ -90,8 +90,7 @@ def alphabeta_move(position: int, mask: int, depth: int) -> int:
 
     The position is seen from the side to move and must be unfinished.  A win at once is always taken, and a node
     whose side to move can win at once scores that win whatever depth is left, so even ``depth=1`` blocks a threat.
-    Ties go to the more central column.  ``ValueError`` for ``depth < 1`` or a finished position.
-    """
+    Ties go to the more central column.  ``ValueError`` for ``depth < 1`` or a finished position."""
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     if game.outcome(position, mask) is not None:
@@ -127,8 +126,7 @@ def model_player(onnx_path: str | Path, simulations: int, *, num_parallel: int =
 
     A fresh tree every move and no clock, so the player is deterministic.  ``simulations`` is rounded up to a
     multiple of ``num_parallel`` (leaves per network call, as in the Kaggle agent).  ``FileNotFoundError`` or
-    ``ValueError`` when the model cannot be loaded.
-    """
+    ``ValueError`` when the model cannot be loaded."""
     from connectx_az.agent.backends import OnnxRuntimeEvaluator
 
     evaluator = OnnxRuntimeEvaluator(onnx_path)
@@ -182,8 +180,7 @@ def lineup(*, models: Sequence[str | Path] = (), simulations: int = 800, submiss
     each built file, ``alphabetaN`` for each depth and the built-in names; a name taken already gets ``#2``,
     ``#3``...  Raises ``FileNotFoundError`` for a missing file, ``kaggle_io.SubmissionError`` (a ``ValueError``)
     for a file that is not a submission or whose network does not load (``kaggle_io.check_network``), and
-    ``ValueError`` for a depth below 1 or an unknown built-in player.
-    """
+    ``ValueError`` for a depth below 1 or an unknown built-in player."""
     players: dict[str, Player] = {}
 
     def add(name: str, player: Player) -> None:

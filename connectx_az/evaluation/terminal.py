@@ -18,8 +18,7 @@ def play(agent: Player, *, human_first: bool, read: Callable[[str], str] = input
     """One game of a person (``read`` gives their moves: a column 1-7, or q) against ``agent``.
 
     Returns when the game ends, the person quits or the input runs out (``EOFError``); a column that
-    is not playable is asked again.
-    """
+    is not playable is asked again."""
     human = 0 if human_first else 1  # seat: 0 moves first
     position, mask = game.initial()
     write(f"you are {'X' if human == 0 else 'O'} ({'first' if human == 0 else 'second'}); "

@@ -84,8 +84,7 @@ def load_results(name: str, *, limit: int | None = None) -> list[tuple[str, int]
     """``(moves, result)`` (+1/0/-1, side to move) of set ``name``'s positions, in file order, at most ``limit``.
 
     Where ``SETS`` is partial this reads ``RESULT_FILES``.  Raises ``ValueError`` for an unknown name or a
-    malformed line.
-    """
+    malformed line."""
     _check_name(name)
     if name not in RESULT_FILES:
         return [(p.moves, p.result) for p in load_set(name, limit=limit)]

@@ -29,8 +29,7 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     backends (``backends.KNOWN_BACKENDS`` that load here) take each position's slices in turn, so a change in the
     machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's figures by the numpy runtime's.  Pin
     the process to one core (``taskset -c 1``) to match Kaggle.  Then ``bench_submission`` of a file built for the
-    same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission`` breakdown.
-    """
+    same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission`` breakdown."""
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts, search_tree
     from connectx_az.testsets import pons
@@ -95,8 +94,7 @@ def bench_submission(model: str | Path, *, num_moves: int = 3, act_timeout: floa
     the numpy backend (onnxruntime blocked, as on Kaggle) and one tiny search of ``num_parallel`` simulations, what a
     game's first move pays before it can search.  ``peak_rss_mb``: the child's peak resident size (``VmHWM``) after
     ``num_moves`` full-budget moves at ``act_timeout`` with ``overage`` in the bank.  ``RuntimeError`` if the child
-    fails.
-    """
+    fails."""
     from connectx_az.tools import builder
 
     with tempfile.TemporaryDirectory(prefix="connectx_bench_") as tmp:

@@ -23,8 +23,7 @@ class FreeEvaluator:
     A fixed random linear map of the two planes gives logits and a value (``tanh``): unlike uniform priors, whose
     trees are shallow, its priors are uneven and vary with the position.  ``scale`` was chosen so that its trees are
     about as deep as the shipped network's; ``bench selfplay`` reports ``mean_leaf_depth`` beside every rate, so the
-    two can be compared on any model.
-    """
+    two can be compared on any model."""
 
     def __init__(self, seed: int = 0, scale: float = 0.8) -> None:
         self.weights = np.random.default_rng(seed).normal(0.0, scale, (2 * game.NUM_CELLS, 8)).astype(np.float32)
@@ -49,8 +48,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     network scored, the rest answered by ``selfplay.CachedEvaluator`` (so the rate may pass the raw one).
     ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is then the tree work's alone,
     ``tree_evals_per_s`` (and per process doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
-    ``device`` and ``precision`` override the preset's.
-    """
+    ``device`` and ``precision`` override the preset's."""
     from connectx_az.training import config, devices, export, workers
 
     if evaluator not in EVALUATORS:
@@ -115,8 +113,7 @@ def run(*, model: str | Path, seconds: float = 5.0, batches: list[int] | None = 
     """``bench_selfplay`` of the network beside ONNX ``model`` (its ``.pt``, else a fresh one), with scaling rows.
 
     ``batches`` and ``workers`` add one row per (worker-process count, games-in-flight count); either alone
-    varies just that one.  ``preset``, ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``.
-    """
+    varies just that one.  ``preset``, ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``."""
     ckpt = Path(model).with_suffix(".pt")
     common: dict[str, Any] = {"seconds": seconds, "checkpoint": ckpt if ckpt.is_file() else None,
                               "preset": preset, "evaluator": evaluator, "device": device, "precision": precision}

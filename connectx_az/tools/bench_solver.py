@@ -58,8 +58,7 @@ def bench_solver(*, limit: int | None = 40, sets: tuple[str, ...] = SOLVER_SETS,
     proven and the median nodes of a proof, an unproven position counting as more than any (``None`` when the median
     position was not proven).  ``compile``: numba's import and compile times in a fresh interpreter (a game's first
     move pays both).  Pin the process to one core (``taskset -c 1``) to match Kaggle.  ``on_position`` after each
-    position.
-    """
+    position."""
     from connectx_az.engine import solver, solver_numba
     from connectx_az.testsets import pons
 

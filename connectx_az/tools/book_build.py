@@ -101,8 +101,7 @@ class Provers:
     """The solvers of a build: ``deep`` for the positions of at most ``deep_plies`` plies, ``fast`` for the rest.
 
     The first plies' proofs take billions of nodes, which a large table (``deep``, made on first use by
-    ``make_deep``) cuts; later positions take millions, which a table that fits the cache (``fast``) proves faster.
-    """
+    ``make_deep``) cuts; later positions take millions, which a table that fits the cache (``fast``) proves faster."""
 
     fast: solver.Solver
     deep_plies: int = -1
@@ -131,8 +130,7 @@ def prove_entry(provers: Provers | solver.Solver, position: int, mask: int, exac
     """``(result, score, col, nodes, cpu_seconds)`` of one position by the rule (module docstring).
 
     From a cleared table; ``score`` is ``NO_SCORE`` where the exact score was not sought (a draw) or not found within
-    the budget.  The weak proof itself has no budget: an entry is always proven.
-    """
+    the budget.  The weak proof itself has no budget: an entry is always proven."""
     start = time.process_time()
     prover = provers.pick(mask) if isinstance(provers, Provers) else provers
     prover.clear()
@@ -226,8 +224,7 @@ def build(state: State, *, depth: int, all_plies: int = -1, root: Node = (0, 0),
     ``prover``: a solver, or ``Provers`` (default ``default_provers()``).  ``workers`` > 1 proves that many positions
     at once, one process each (``labeller.proofs``).  ``on_ply(ply, stats)`` after each completed ply (``write_book``
     there ships a book complete to it).  A ``KeyboardInterrupt`` stops the build with what is proven kept
-    (``stats.interrupted``).
-    """
+    (``stats.interrupted``)."""
     if depth < 0 or workers < 1:
         raise ValueError(f"depth must be >= 0 and workers >= 1, not {depth} and {workers}")
     prover = default_provers() if prover is None else prover

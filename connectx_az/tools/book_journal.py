@@ -80,8 +80,7 @@ class State:
 
     ``State.open`` reads (or creates) a file; ``add`` appends one entry and flushes it to the operating system at
     once (a killed process loses nothing written), with an fsync every few seconds and at ``close``.  ``dropped_tail``:
-    the bytes of a record cut short by a kill, dropped on opening.  Use as a context manager.
-    """
+    the bytes of a record cut short by a kill, dropped on opening.  Use as a context manager."""
 
     def __init__(self, path: Path, handle, entries: dict[int, Entry], *, exact_factor: float,
                  exact_min_nodes: int, dropped_tail: int = 0) -> None:
@@ -98,8 +97,7 @@ class State:
         """Open the state at ``path``, creating it with these budgets if it does not exist.
 
         ``StateError`` (one line) for a file that is not a state, was built for another board or with other budgets
-        (the rule would change midway), or is corrupt before its last record.
-        """
+        (the rule would change midway), or is corrupt before its last record."""
         path = Path(path)
         if exact_factor < 0 or exact_min_nodes < 0:
             raise StateError("the exact budgets must be >= 0")

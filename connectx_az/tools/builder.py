@@ -49,8 +49,7 @@ def pasted_modules() -> list[tuple[str, str]]:
     """``(module name, path relative to the package)`` of every module of the ``PASTED`` folders, in load order.
 
     Folder by folder, each module after those it imports from its own folder (a depth-first walk in name order).
-    ``BuildError`` for two modules of one name or an import cycle.
-    """
+    ``BuildError`` for two modules of one name or an import cycle."""
     order: dict[str, str] = {}
     for folder in PASTED:
         paths = {p.stem: p for p in sorted((PACKAGE_DIR / folder).glob("*.py")) if p.stem != "__init__"}
@@ -247,8 +246,7 @@ def build_submission(model_path: str | Path, out_path: str | Path, *, metadata: 
     """Write the single-file agent for the ONNX model at ``model_path`` to ``out_path``.
 
     ``expected_sha256``, when given, must match the model bytes (e.g. the export report's).  ``metadata``
-    (JSON-able) goes into the header.  ``book_path``: the opening book to embed (``None``: none).  ``BuildError``.
-    """
+    (JSON-able) goes into the header.  ``book_path``: the opening book to embed (``None``: none).  ``BuildError``."""
     out_path = Path(out_path)
     data = _read_model(model_path)
     sha256 = hashlib.sha256(data).hexdigest()

@@ -84,8 +84,7 @@ def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[st
     """Per set both graded: ``n``, each file's mistakes, the discordant counts and ``p`` (``sign_test``).
 
     ``candidate`` and ``shipped`` map a set's name to an ``eval pons --json`` cell (``n``, ``mistakes``); a set
-    graded on different positions raises ``CompareError``.
-    """
+    graded on different positions raises ``CompareError``."""
     try:
         counts = grading.paired(candidate, shipped)
     except ValueError as exc:
@@ -112,8 +111,7 @@ def prepare(source: str | Path, out_dir: Path, name: str, *, card: dict[str, Any
 
     ``source``: an ONNX model, a training run folder (its checkpoint exported to ``NAME.onnx``: needs torch) or a
     built ``submission.py`` (used as it is, once its network loads: ``kaggle_io.check_network``; its embedded model
-    is written to ``NAME.onnx``).  A file already built in ``out_dir`` is kept (a resumed compare).
-    """
+    is written to ``NAME.onnx``).  A file already built in ``out_dir`` is kept (a resumed compare)."""
     from connectx_az.tools import builder
 
     path = Path(source)
@@ -221,8 +219,7 @@ def verdict(out_dir: Path, runtimes: Sequence[str] = RUNTIMES) -> dict[str, Any]
 
     Returns ``runtimes`` (per runtime: ``sets`` as ``paired_sets`` gives them, ``negamax`` and ``duel``
     summaries, each None where not graded), ``network`` (per mode: paired sets), ``fails`` (a line each),
-    ``missing`` (grades not there) and ``ships``.
-    """
+    ``missing`` (grades not there) and ``ships``."""
     out: dict[str, Any] = {"runtimes": {}, "fails": [], "missing": []}
     for runtime in runtimes:
         sets: dict[str, dict] = {}

@@ -46,8 +46,7 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
     """Run the steps whose file is not yet in ``out_dir``; returns a line for each step skipped for want of a
     package.  A child that fails raises ``CompareError`` with its last line of error output.  ``cores``: the CPU
     cores to pin the children to; with two or more, the runtimes' steps run at once, a runtime a core (the clock is
-    what is measured: give cores nothing else uses); the networks alone come last.
-    """
+    what is measured: give cores nothing else uses); the networks alone come last."""
     todo = [s for s in steps if not (out_dir / s.file).is_file()]
     lanes: dict[str, list[Step]] = {}
     for step in todo:

@@ -59,8 +59,7 @@ def best_moves(prover: solver.Solver, position: int, mask: int, result: int, max
     """The ``best`` bitmask of a position proven ``result`` (0 if it is lost), ``None`` if not proven in budget.
 
     Each child is weak-solved (``Solver.move_scores``) from ``prover``'s table as it stands: right after the
-    position's own proof, much of the work is already there.  ``best`` marks the columns that keep ``result``.
-    """
+    position's own proof, much of the work is already there.  ``best`` marks the columns that keep ``result``."""
     if result < 0:
         return 0
     scores = prover.move_scores(position, mask, weak=True, max_nodes=max_nodes)
@@ -81,8 +80,7 @@ def add_moves(labels: Labels, *, max_nodes: int = 3_000_000, seconds: float | No
     Lost positions need none; a position whose moves are not proven within ``max_nodes`` gets ``best``
     ``UNPROVEN_MOVES`` (``stats.unproven``) and is not tried again unless ``retry_unproven``.  Stops after ``seconds``,
     or at a ``KeyboardInterrupt`` with what is proven so far (``stats.interrupted``).  ``workers`` > 1 proves that
-    many positions at once (``proofs``).  ``on_done(labels_so_far, stats)`` after every ``every`` positions tried.
-    """
+    many positions at once (``proofs``).  ``on_done(labels_so_far, stats)`` after every ``every`` positions tried."""
     prover = prover if prover is not None else _default_prover()
     best = labels.best.copy()
     stats = LabelStats()
@@ -168,8 +166,7 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
 
     Each process has a pipe of its own and no lock is shared, so ending them at any moment cannot deadlock (as
     ``multiprocessing.Pool.terminate`` can, waiting for the task queue's lock that a worker holds), and a killed
-    parent leaves none of them waiting.
-    """
+    parent leaves none of them waiting."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, not {workers}")
     if workers == 1:
@@ -265,8 +262,7 @@ def label_into_file(path: str | Path, before: Labels, *, num_positions: int | No
 
     The Pons positions and those of ``before`` are excluded, and ``seed`` is offset by ``len(before)``, so a file
     added to draws afresh.  The file is rewritten with what is kept so far every 100 kept positions
-    (``on_progress(stats)`` after each such save) and at the end.  ``ValueError`` as ``label``.
-    """
+    (``on_progress(stats)`` after each such save) and at the end.  ``ValueError`` as ``label``."""
     exclude = pons.benchmark_keys() | before.keys()
 
     def kept(labels: Labels, stats: LabelStats) -> None:
@@ -301,8 +297,7 @@ def label(*, num_positions: int | None = None, seconds: float | None = None, min
     ``workers`` > 1 proves that many positions at once (``proofs``); with ``num_positions`` the labels are those of
     one process.  ``on_kept(labels_so_far, stats)`` after every ``every`` kept positions.  At least one of
     ``num_positions`` and ``seconds`` must be given.  A ``KeyboardInterrupt`` ends the loop with what is proven so
-    far (``stats.interrupted``).
-    """
+    far (``stats.interrupted``)."""
     if num_positions is None and seconds is None:
         raise ValueError("give num_positions or seconds (or both)")
     prover = prover if prover is not None else _default_prover()

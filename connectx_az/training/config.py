@@ -30,8 +30,7 @@ class NetConfig:
     Policy head: a 1x1 convolution to ``policy_filters`` planes, one linear layer to the 7 logits.  Value
     head: a 1x1 convolution to ``value_filters`` planes; with ``value_pool`` the board average of each tower
     channel is appended (the tower's, which the narrow 1x1 convolution would otherwise squeeze); then
-    ``value_hidden`` units and a tanh.  The defaults are the recipe (docs/ablations.md, ablation 6).
-    """
+    ``value_hidden`` units and a tanh.  The defaults are the recipe (docs/ablations.md, ablation 6)."""
 
     num_blocks: int = 4
     num_filters: int = 64

@@ -19,8 +19,7 @@ def resolve_device(name: str) -> torch.device:
     """The torch device for a config's ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...
 
     ``"auto"`` is CUDA only where ``cuda_problem`` finds none, else the CPU with one logged line.  An explicit
-    CUDA device that cannot work, or an unknown name, is a ``ConfigError``.
-    """
+    CUDA device that cannot work, or an unknown name, is a ``ConfigError``."""
     if name == "auto":
         if not torch.cuda.is_available():
             return torch.device("cpu")
@@ -46,8 +45,7 @@ def cuda_problem(device: torch.device) -> str | None:
     """Why torch cannot run kernels on CUDA ``device``, or None when it can.
 
     Recent wheels lack kernels for old GPUs (CUDA 12.8 builds dropped Kaggle's P100) while
-    ``torch.cuda.is_available()`` stays True, so the capability is checked against the build's arch list.
-    """
+    ``torch.cuda.is_available()`` stays True, so the capability is checked against the build's arch list."""
     index = device.index or 0
     if index >= torch.cuda.device_count():
         return f"there is no CUDA device {index} (torch sees {torch.cuda.device_count()})"
@@ -65,8 +63,7 @@ def cuda_problem(device: torch.device) -> str | None:
 def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
     """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
 
-    ``sm_XY`` runs on X.Y' with Y' >= Y (same major), ``sm_XYa`` on X.Y only, ``compute_XY`` (PTX) on any >= X.Y.
-    """
+    ``sm_XY`` runs on X.Y' with Y' >= Y (same major), ``sm_XYa`` on X.Y only, ``compute_XY`` (PTX) on any >= X.Y."""
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
         if match is None:

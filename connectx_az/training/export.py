@@ -54,8 +54,7 @@ class ExportReport:
     """What ``export_onnx`` wrote.
 
     ``max_abs_diff``: torch against onnxruntime; ``numpy_max_abs_diff``: onnxruntime (or torch, where
-    onnxruntime is missing and ``max_abs_diff`` is None) against ``agent.onnx_numpy``.  None: not checked.
-    """
+    onnxruntime is missing and ``max_abs_diff`` is None) against ``agent.onnx_numpy``.  None: not checked."""
 
     path: Path
     num_bytes: int
@@ -143,8 +142,7 @@ def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False,
     """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.
 
     Raises ``ExportError`` (and writes nothing) when the parity check fails, and when ``path`` is a folder or
-    cannot be written.
-    """
+    cannot be written."""
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: give the model's file name (e.g. {path / 'model.onnx'})")
@@ -200,8 +198,7 @@ def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Pat
 def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     """The model card saved beside an exported model: facts read from the file, then ``facts`` (JSON-able).
 
-    Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model).
-    """
+    Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model)."""
     data, _ = backends.read_model(path)
     model = onnx_numpy.NumpyOnnxModel(data)
     net = model.net_shape()

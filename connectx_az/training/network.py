@@ -47,8 +47,7 @@ def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch
 
     ``"auto"``: bfloat16 on CUDA compute capability >= 8.0, float16 on 7.x (bfloat16 is emulated there),
     float32 below; on a CPU bfloat16 where ``cpu_has_fast_bfloat16``.  An explicit name of ``PRECISIONS`` is
-    obeyed on any device.  Raises ``ValueError`` for an unknown name.
-    """
+    obeyed on any device.  Raises ``ValueError`` for an unknown name."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision == "float32":
@@ -72,8 +71,7 @@ def train_autocast_dtype(device: str | torch.device, precision: str = "float32")
     """The autocast dtype for training on ``device`` (``TrainConfig.precision``), or None for float32.
 
     ``"auto"``: bfloat16 where inference's auto is, else float32 (float16 would need loss scaling).
-    Raises ``ValueError`` for a name not in ``TRAIN_PRECISIONS``.
-    """
+    Raises ``ValueError`` for a name not in ``TRAIN_PRECISIONS``."""
     if precision not in TRAIN_PRECISIONS:
         raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {precision!r}")
     if precision == "bfloat16":
@@ -156,8 +154,7 @@ class TorchEvaluator:
     """``search_tree.Evaluator`` over a torch network (``place``d on ``device`` and set to eval mode, in place).
 
     Autocast at ``autocast_dtype(device, precision)``, float32 outputs.  It runs ``fold_batchnorm(net)``,
-    folded again whenever ``net``'s weights change, so it answers for the weights ``net`` holds now.
-    """
+    folded again whenever ``net``'s weights change, so it answers for the weights ``net`` holds now."""
 
     def __init__(self, net: PolicyValueNet, device: str | torch.device = "cpu", precision: str = "auto") -> None:
         self.device = torch.device(device)
@@ -171,8 +168,7 @@ class TorchEvaluator:
     def _inference_net(self) -> PolicyValueNet:
         """``fold_batchnorm(self.net)``, kept while no weight or buffer changes (version counter and address).
 
-        A parameter object swapped for another (``load_state_dict(..., assign=True)``) needs a new evaluator.
-        """
+        A parameter object swapped for another (``load_state_dict(..., assign=True)``) needs a new evaluator."""
         state = tuple((t.data_ptr(), t._version) for t in self._tensors)
         if self._folded is None or state != self._folded_for:
             self._folded, self._folded_for = fold_batchnorm(self.net), state
@@ -221,8 +217,7 @@ def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
     """Load a checkpoint written by ``save_checkpoint``; returns ``(net, whole_dict)``.
 
     Raises ``CheckpointError`` for a missing file, a file that is not a
-    checkpoint, or weights that do not fit the stored architecture.
-    """
+    checkpoint, or weights that do not fit the stored architecture."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist; pass the path of a .pt file written by training")
@@ -256,8 +251,7 @@ def load_into(net: PolicyValueNet, path: str | Path, *, warm_start: bool = False
     The architectures must match, or for a ``warm_start`` ``net`` must grow from the checkpoint's
     (``NetConfig.grows_from``): then every tensor of matching name and shape is loaded, and the layers that
     keep ``net``'s own weights come back (e.g. ``["value_conv", "value_fc1"]``).  Extra blocks start as
-    identities: their last batch-norm scale is zero (Goyal et al., 2017).  Raises ``CheckpointError`` otherwise.
-    """
+    identities: their last batch-norm scale is zero (Goyal et al., 2017).  Raises ``CheckpointError`` otherwise."""
     loaded, _ = load_checkpoint(path)
     if loaded.config == net.config:
         net.load_state_dict(loaded.state_dict())

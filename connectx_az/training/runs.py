@@ -97,8 +97,7 @@ def check_run(run_dir: str | Path) -> int:
     """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
 
     Raises ``ConfigError`` when ``config.json`` is missing or broken, or the checkpoint is unreadable or
-    holds another network.
-    """
+    holds another network."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise ConfigError(f"{run_dir} is not a training run (no config.json); attach the output folder that "
@@ -120,8 +119,7 @@ def check_run(run_dir: str | Path) -> int:
 def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
     """The resumable run with the most generations under ``root`` (on Kaggle ``/kaggle/input``), or None.
 
-    Raises ``ConfigError`` (``check_run``'s) when folders hold a run but none is valid.
-    """
+    Raises ``ConfigError`` (``check_run``'s) when folders hold a run but none is valid."""
     root = Path(root)
     if not root.is_dir():
         return None
@@ -153,8 +151,7 @@ def adopt_run(source: str | Path, run_dir: str | Path) -> int:
     """Copy the run in ``source`` to ``run_dir`` (absent or empty) to resume it there; returns its next generation.
 
     The copy is renamed into place when complete, so an interrupted one leaves no half run.  Raises
-    ``ConfigError`` if ``source`` is not resumable or ``run_dir`` holds anything.
-    """
+    ``ConfigError`` if ``source`` is not resumable or ``run_dir`` holds anything."""
     source, run_dir = Path(source), Path(run_dir)
     generation = check_run(source)
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
@@ -177,8 +174,7 @@ def run_config(run_dir: Path, config: RunConfig | None, *, resume: bool) -> tupl
     """``(config, changed)``: the config a run in ``run_dir`` trains with, and whether it replaces the saved one.
 
     A new run needs ``config`` and an empty folder; a resumed run keeps its config, or takes ``config`` with
-    the same network.  Raises ``ConfigError``; writes nothing.
-    """
+    the same network.  Raises ``ConfigError``; writes nothing."""
     if resume:
         saved = load_config(run_dir)
         if config is None or config == saved:

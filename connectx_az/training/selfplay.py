@@ -28,8 +28,7 @@ MAX_PREFIX_PLIES = 30
 class SelfPlayConfig:
     """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
 
-    It lives here, not in ``config``, so worker processes receive it without importing torch.
-    """
+    It lives here, not in ``config``, so worker processes receive it without importing torch."""
 
     num_games: int = 256
     num_parallel_games: int = 128
@@ -70,8 +69,7 @@ class GameRecord:
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root visits), ``value float32[T]``
     (the game's result: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value), all from the
     side to move.  ``obs[t]`` is at ply ``start_ply + t``; ``opening`` is ``"empty"``, ``"prefix"`` or
-    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths.
-    """
+    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths."""
 
     obs: np.ndarray
     policy: np.ndarray
@@ -132,8 +130,7 @@ class CachedEvaluator:
     Positions not yet seen go to ``inner`` in one call, each once, in order of first appearance; the rest are
     answered from memory.  A call that could take it past ``max_positions`` empties it first.  A new object
     for each set of weights.  With ``kernels`` the memory is a hash table, else a dict: the same answers.
-    It pays where the network's cost grows with the batch (a CPU; docs/history.md, 2026-11-27).
-    """
+    It pays where the network's cost grows with the batch (a CPU; docs/history.md, 2026-11-27)."""
 
     def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20,
                  kernels: mcts_numba.Kernels | None = None) -> None:
@@ -258,8 +255,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
 
     ``on_game_done`` is called after each finished game.  Forks branch from positions searched earlier in this
-    call, so the first wave of games never forks.
-    """
+    call, so the first wave of games never forks."""
     kernels = mcts_numba.compile_kernels(cache=True)  # None without numba: the numpy search, to the same games
     searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions, kernels) if config.cache_positions
@@ -344,8 +340,7 @@ def random_prefix(rng: np.random.Generator, num_plies: int) -> list[int]:
 
     Each move is uniform over the legal moves that neither end the game nor, but for the last, leave the
     opponent an immediate win; a prefix that runs out of them is drawn again.  Raises ``ValueError`` past
-    ``MAX_PREFIX_PLIES``.
-    """
+    ``MAX_PREFIX_PLIES``."""
     if not 0 <= num_plies <= MAX_PREFIX_PLIES:
         raise ValueError(f"a prefix has 0 to {MAX_PREFIX_PLIES} plies, not {num_plies}")
     while True:

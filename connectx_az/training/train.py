@@ -59,8 +59,7 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
 
     ``dtype``: the forward pass's autocast (``network.train_autocast_dtype``).  With ``solved``, each batch
     gains ``solved_per_batch`` proven rows: in the value loss, and in the policy loss where they carry a
-    target (``proven_policy_terms``); ``solved_value_loss`` and ``solved_policy_loss`` are their own means.
-    """
+    target (``proven_policy_terms``); ``solved_value_loss`` and ``solved_policy_loss`` are their own means."""
     net.train()
     extra = solved_per_batch if solved is not None and len(solved) else 0
     sums = {"policy_loss": 0.0, "value_loss": 0.0, "policy_entropy": 0.0}
@@ -136,8 +135,7 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.
 
     Scored on the new generation (``fresh_*``) and the previous one (``seen_*``) before training: their gap is
-    what the network memorises of its games.
-    """
+    what the network memorises of its games."""
     net.eval()
     n = min(len(data), max_positions)
     policy_sum = value_sum = 0.0
@@ -178,8 +176,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     (``network.load_into``).  ``num_generations`` stops this call early; ``on_generation`` gets each saved
     metrics row.  ``threads`` and ``device`` apply to this call only (not saved).  ``time_budget`` (seconds,
     by ``clock``) stops before a generation that would end after it.  ``keep_every`` N > 0 also keeps
-    ``runs.snapshot_path`` after every N-th generation and the last; None keeps the run's own setting, 0 stops.
-    """
+    ``runs.snapshot_path`` after every N-th generation and the last; None keeps the run's own setting, 0 stops."""
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"time budget {time_budget!r} must be a positive number of seconds")
     if keep_every is not None and keep_every < 0:
@@ -273,8 +270,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                 solved: replay.ReplayData | None, progress: bool, *, fraction: float | None = None) -> dict[str, Any]:
     """One generation: self-play, its shard, training and the Pons grade; returns its metrics row.
 
-    ``fraction``: the share of a timed run spent when it ends, which sets the learning rate (None: untimed).
-    """
+    ``fraction``: the share of a timed run spent when it ends, which sets the learning rate (None: untimed)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng([config.seed, generation])
     torch.manual_seed(config.seed * 1_000_003 + generation)

@@ -59,8 +59,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     """``selfplay.play_games``, in this process or across ``config.num_workers`` processes.
 
     Same arguments and results; ``evaluator`` runs here only, and records come back by worker, then in each
-    worker's finishing order.  Raises ``WorkerError`` if a worker fails or dies.
-    """
+    worker's finishing order.  Raises ``WorkerError`` if a worker fails or dies."""
     num_workers = resolve_num_workers(config.num_workers)
     if num_workers == 0:
         return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done)
@@ -99,8 +98,7 @@ def inference_threads(threads: int, num_workers: int) -> int:
     """Torch threads for the network during self-play with ``num_workers`` workers, of a run's ``threads``.
 
     The network gets the cores of the group of workers waiting on it; more would take cores from the other
-    group's tree work (docs/results.md, "Self-play sized to the machine").  Without workers, every thread.
-    """
+    group's tree work (docs/results.md, "Self-play sized to the machine").  Without workers, every thread."""
     return max(1, threads - (num_workers + 1) // 2) if num_workers > 0 else threads
 
 
@@ -119,8 +117,7 @@ def _serve(evaluator: search_tree.Evaluator, processes: list[BaseProcess], conne
            on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[list[GameRecord]], int, int]:
     """Answer the workers' requests until all are done, even and odd workers in turn.
 
-    Returns each worker's records, the positions their searches asked for and those evaluated here.
-    """
+    Returns each worker's records, the positions their searches asked for and those evaluated here."""
     num_workers = len(processes)
     records: list[list[GameRecord]] = [[] for _ in range(num_workers)]
     asked = [0] * num_workers
