@@ -126,9 +126,8 @@ class ModelError(ValueError):
 
 
 class OnnxRuntimeEvaluator(OrtEvaluator):
-    """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.
-
-    Raises ``FileNotFoundError`` (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load)."""
+    """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.  Raises ``FileNotFoundError``
+    (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load)."""
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = read_model(source)

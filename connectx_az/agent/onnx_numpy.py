@@ -156,9 +156,8 @@ def fold_constants(graph: onnx_proto.Graph) -> tuple[dict[str, np.ndarray], list
 
 
 def conv_pads(node: onnx_proto.Node, weight: np.ndarray) -> tuple[int, int, int, int]:
-    """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``.
-
-    Raises ``ValueError`` unless it is 2-d with explicit pads, group 1, stride 1 and dilation 1."""
+    """``(top, left, bottom, right)`` of a Conv with ``weight [Cout, Cin, kh, kw]``; ``ValueError`` unless it is 2-d
+    with explicit pads, group 1, stride 1 and dilation 1."""
     attrs = node.attrs
     if weight.ndim != 4:
         raise ValueError(f"Conv {node.name!r}: only 2-d convolutions are supported")

@@ -57,9 +57,8 @@ def _signed64(value: int) -> int:
 
 
 def _fields(buf: bytes, pos: int, end: int):
-    """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``.
-
-    ``value`` is an int, or for length-delimited fields a ``(start, stop)`` pair of offsets into ``buf``."""
+    """Yield ``(field_number, wire_type, value)`` for the message in ``buf[pos:end]``; ``value`` is an int, or for
+    length-delimited fields a ``(start, stop)`` pair of offsets into ``buf``."""
     while pos < end:
         key, pos = _varint(buf, pos, end)
         field, wire = key >> 3, key & 7

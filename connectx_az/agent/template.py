@@ -217,18 +217,15 @@ class Agent:
                          capacity=config.tree_capacity), False
 
     def _reserve_nodes(self, tree: search_tree.Tree, deadline: float) -> None:
-        """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over.
-
-        Growing copies every array: inside the search the copy could start just before the deadline and
-        overrun it; here it only shortens the search."""
+        """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over: growing
+        copies every array, which inside the search could overrun the deadline; here it only shortens the search."""
         seconds = max(0.0, deadline - time.perf_counter())
         tree.ensure_capacity(int(2.0 * self.nodes_per_second * seconds))
 
     def _ensure_solver(self, overage: float) -> float:
-        """Make the game's solver on the first call that needs one; returns the seconds spent compiling.
-
-        A kernel compiled earlier in the process costs nothing; otherwise numba compiles it if
-        ``compile_solver`` and the bank holds ``compile_min_bank``.  Any failure means the pure-Python solver."""
+        """Make the game's solver on the first call that needs one; returns the seconds spent compiling.  A kernel
+        compiled earlier in the process costs nothing; otherwise numba compiles it if ``compile_solver`` and the bank
+        holds ``compile_min_bank``.  Any failure means the pure-Python solver."""
         if self.solver is not None or self.solver_kind:
             return 0.0
         config, start, kernel = self.config, time.perf_counter(), None
@@ -250,10 +247,9 @@ class Agent:
         return self.compile_seconds
 
     def _solver_seconds(self, num_empty: int, left: float, overage: float) -> tuple[float, float]:
-        """``(seconds of the move's own budget, seconds more from the bank)`` for the exact solver.
-
-        ``left`` is the move's unspent budget, ``overage`` the bank, which adds time only when the compiled
-        solver's node rate in this game covers the typical proof at ``num_empty`` (``solver_nodes``)."""
+        """``(seconds of the move's own budget, seconds more from the bank)`` for the exact solver.  ``left`` is the
+        move's unspent budget, ``overage`` the bank, which adds time only when the compiled solver's node rate in
+        this game covers the typical proof at ``num_empty`` (``solver_nodes``)."""
         config = self.config
         compiled = self.solver_kind == "numba"
         schedule = config.compiled_schedule if compiled else config.solver_schedule
@@ -270,10 +266,9 @@ class Agent:
 
     def _solve(self, position: int, mask: int, num_empty: int, deadline: float,
                overage: float) -> tuple[int | None, float]:
-        """``(column, extra)``: a column proven to win or to hold the draw, or None, and the seconds from
-        the bank the solver was allowed beyond ``deadline`` (the search gets them if it fails).
-
-        Weak mode (win, draw or loss) is all a move needs; a lost position returns None, for the search."""
+        """``(column, extra)``: a column proven (weak mode) to win or to hold the draw, else None (a lost position
+        too, for the search), and the seconds from the bank the solver was allowed beyond ``deadline`` (the search
+        gets them if it fails)."""
         now = time.perf_counter()
         if self.solver is None or deadline - now < 0.02:
             return None, 0.0

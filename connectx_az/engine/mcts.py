@@ -32,10 +32,9 @@ _WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 
 def _puct_score(visits: np.ndarray, value_sum: np.ndarray, prior: np.ndarray, score_bias: np.ndarray,
                 node_visits: np.ndarray, node_value: np.ndarray, config: search_tree.SearchConfig) -> np.ndarray:
-    """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.
-
-    Edge statistics are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net
-    value plus ``node_value_sum``) ``float64[M]``."""
+    """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.  Edge statistics
+    are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net value plus ``node_value_sum``)
+    ``float64[M]``."""
     visits = visits.astype(np.float64)
     node_visits = node_visits.astype(np.float64)[:, None]
     fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
@@ -171,10 +170,8 @@ def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray
 
 def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
                     depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_add_leaves`` for a single tree (``B == 1``), in Python over its few walks.
-
-    Takes tree 0's paths (``path_node``/``path_action int[K, D]``, ``depth int[K]``); returns ``leaf
-    int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them."""
+    """``_add_leaves`` for tree 0 alone (``B == 1``; ``path_node``/``path_action int[K, D]``, ``depth int[K]``), in
+    Python; returns ``leaf int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them."""
     children, proven, is_expanded = tree.children[0], tree.proven[0], tree.is_expanded[0]
     root = int(tree.root[0])
     ends = [(int(nodes[d - 1]), int(actions[d - 1])) if d else None
@@ -204,10 +201,9 @@ def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarra
 def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np.ndarray,
                       node_value_sum: np.ndarray, edge: np.ndarray | int, row: np.ndarray | int,
                       amount: float) -> None:
-    """Make distinct edges look like ``amount`` lost visits for their chooser.
-
-    Takes the tree's arrays flattened: ``visits``/``value_sum`` ``[B * N * A]`` indexed by ``edge``,
-    ``node_visits``/``node_value_sum`` ``[B * N]`` by ``row`` (``edge == row * A + action``)."""
+    """Make distinct edges look like ``amount`` lost visits for their chooser.  The tree's arrays come flattened:
+    ``visits``/``value_sum`` ``[B * N * A]`` indexed by ``edge``, ``node_visits``/``node_value_sum`` ``[B * N]`` by
+    ``row`` (``edge == row * A + action``)."""
     visits[edge] += amount
     value_sum[edge] -= amount
     node_visits[row] += amount
@@ -270,10 +266,8 @@ def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.n
 
 def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
              kernels: mcts_numba.Kernels | None = None) -> int:
-    """One batched step: ``num_parallel`` leaves per tree, one network call, backup.
-
-    Returns the simulations added over all trees.  With ``kernels`` (``mcts_numba.compile_kernels()``)
-    the step runs compiled, to the same tree."""
+    """One batched step: ``num_parallel`` leaves per tree, one network call, backup; returns the simulations added
+    over all trees.  With ``kernels`` (``mcts_numba.compile_kernels()``) the step runs compiled, to the same tree."""
     if kernels is not None:
         return kernels.simulate(tree, evaluator, config)
     k = config.num_parallel
@@ -341,10 +335,8 @@ def policy_from_visits(visits: np.ndarray, temperature: float = 1.0) -> np.ndarr
 
 
 def best_cols(tree: search_tree.Tree) -> np.ndarray:
-    """``int64[B]``: the move each root should play.
-
-    A proven root plays a move that achieves its proven value; otherwise the most visited (ties to the
-    better mean value), and a move proven lost only when every move is."""
+    """``int64[B]``: the move each root should play.  A proven root plays a move that achieves its proven value;
+    otherwise the most visited (ties to the better mean value), and a move proven lost only when every move is."""
     b = np.arange(tree.batch_size)
     visits = tree.visits[b, tree.root]
     legal = tree.legal_mask[b, tree.root]

@@ -67,9 +67,8 @@ class SearchConfig:
 
 
 class Tree:
-    """``B`` search trees of up to ``capacity`` (``N``) nodes each; node 0 of each is its first root.
-
-    Node arrays are ``[B, N]``, edge arrays ``[B, N, A]``; ``root`` is where the next search starts."""
+    """``B`` search trees of up to ``capacity`` (``N``) nodes each; node 0 of each is its first root.  Node arrays
+    are ``[B, N]``, edge arrays ``[B, N, A]``; ``root`` is where the next search starts."""
 
     # nodes [B, N]
     position: np.ndarray  #: uint64 bitboard of the side to move's stones
@@ -167,9 +166,8 @@ class Tree:
         return self.edge_proven[np.arange(self.batch_size), self.root].copy()
 
     def advance(self, index: int, cols: list[int]) -> bool:
-        """Move tree ``index``'s root down the played ``cols``, keeping the subtree.
-
-        Returns False (the root unchanged) when a column leads to a node the tree never created."""
+        """Move tree ``index``'s root down the played ``cols``, keeping the subtree; False (the root unchanged) when a
+        column leads to a node the tree never created."""
         node = int(self.root[index])
         for col in cols:
             child = int(self.children[index, node, col])

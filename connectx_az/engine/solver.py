@@ -84,7 +84,6 @@ def _num_plies(position: int, mask: int) -> int:
 
 def _root_order(position: int, mask: int) -> list[int]:
     """The legal columns, wins now first, then in ``_negamax``'s move order (inlined there: the hot loop).
-
     ``best_move`` probes the root's columns in this order, so the column that proved the score comes first."""
     keys = []
     for rank, col in enumerate(_COL_ORDER):

@@ -286,10 +286,8 @@ _KERNEL_KEY = hashlib.sha256(marshal.dumps(
 
 
 def _process_cache() -> dict:
-    """Compiled kernels kept for the process by ``_KERNEL_KEY``, shared by every copy of this module.
-
-    Kaggle executes ``submission.py`` again for every game (a fresh copy of this module): a process
-    compiles once."""
+    """Compiled kernels kept for the process by ``_KERNEL_KEY``, shared by every copy of this module: Kaggle executes
+    ``submission.py`` again for every game (a fresh copy of this module), and a process compiles once."""
     cache = sys.modules.get(KERNEL_CACHE_MODULE)
     if cache is None:
         cache = sys.modules[KERNEL_CACHE_MODULE] = types.ModuleType(KERNEL_CACHE_MODULE)
@@ -342,9 +340,8 @@ def kernel_error() -> str | None:
 
 
 def compile_in_background() -> threading.Thread:
-    """Start ``compile_kernel`` in a daemon thread and return it (``make_solver`` finds the result).
-
-    The compile holds the GIL nearly throughout: it overlaps only with time the main thread spends waiting."""
+    """Start ``compile_kernel`` in a daemon thread and return it (``make_solver`` finds the result).  The compile
+    holds the GIL nearly throughout: it overlaps only with time the main thread spends waiting."""
     thread = threading.Thread(target=compile_kernel, name="solver-compile", daemon=True)
     thread.start()
     return thread

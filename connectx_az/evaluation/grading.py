@@ -56,10 +56,9 @@ def wdl_class(value: np.ndarray, threshold: float = WDL_THRESHOLD) -> np.ndarray
 
 
 def child_results(positions: Sequence[PonsPosition]) -> list[tuple[int, int, int]]:
-    """``(position, mask, result)`` after each legal move of each position, in order.
-
-    ``result`` is for the child's side to move (the negated sign of the move's score).  Moves that end the game are
-    left out: the rules score those positions, never the network."""
+    """``(position, mask, result)`` after each legal move of each position, in order; ``result`` is for the child's
+    side to move (the negated sign of the move's score).  Moves that end the game are left out: the rules score
+    those positions, never the network."""
     children = []
     for p in positions:
         position, mask = position_of(p)
@@ -180,10 +179,8 @@ class Paired:
 
 
 def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> Paired:
-    """The paired comparison of two results of the same kind on the same positions.
-
-    ``ValueError`` when they are not comparable (other set, kind or number of positions, or a result without its
-    per-position record)."""
+    """The paired comparison of two results; ``ValueError`` when they are not comparable (other set, kind or number
+    of positions, or a result without its per-position record)."""
     def right(r: SetResult | ValueResult) -> tuple[bool, ...]:
         return r.is_correct if isinstance(r, ValueResult) else tuple(not m for m in r.is_mistake)
 

@@ -25,10 +25,8 @@ class SubmissionError(ValueError):
 
 
 def exec_submission(path: str) -> tuple:
-    """``(agent, namespace)``: execute the file in empty globals, as Kaggle does, and take its last callable.
-
-    Raises ``OSError`` when the file cannot be opened and ``SubmissionError`` (one line) when it is not
-    a submission."""
+    """``(agent, namespace)``: execute the file in empty globals, as Kaggle does, and take its last callable.  Raises
+    ``OSError`` when the file cannot be opened and ``SubmissionError`` (one line) when it is not a submission."""
     try:
         with open(path) as f:
             code = compile(f.read(), str(path), "exec")

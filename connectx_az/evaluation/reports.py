@@ -125,10 +125,9 @@ def load_graded(path: str | Path) -> dict[str, dict]:
 
 
 def join_graded(tables: list[tuple[str, dict[str, dict]]]) -> dict[str, dict]:
-    """``eval show``'s rows from ``(file stem, table)`` pairs, mode -> set -> cell.
-
-    Files join mode by mode (e.g. the same submission graded on different sets); where two grade
-    the same mode on the same set (two models), every row is labelled ``STEM:MODE`` instead."""
+    """``eval show``'s rows from ``(file stem, table)`` pairs, mode -> set -> cell.  Files join mode by mode (e.g.
+    the same submission graded on different sets); where two grade the same mode on the same set (two models), every
+    row is labelled ``STEM:MODE`` instead."""
     cells = [(mode, name) for _, table in tables for mode, row in table.items() for name in row]
     labelled = len(cells) != len(set(cells))
     rows: dict[str, dict] = {}

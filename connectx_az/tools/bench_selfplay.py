@@ -110,10 +110,9 @@ _SCALING_KEYS = ("workers", "batch", "raw_batch", "raw_evals_per_s", "selfplay_e
 def run(*, model: str | Path, seconds: float = 5.0, batches: list[int] | None = None,
         workers: list[int] | None = None, preset: str = "cpu", evaluator: str = "network",
         device: str | None = None, precision: str | None = None) -> dict[str, Any]:
-    """``bench_selfplay`` of the network beside ONNX ``model`` (its ``.pt``, else a fresh one), with scaling rows.
-
-    ``batches`` and ``workers`` add one row per (worker-process count, games-in-flight count); either alone
-    varies just that one.  ``preset``, ``evaluator``, ``device`` and ``precision``: see ``bench_selfplay``."""
+    """``bench_selfplay`` of the network beside ONNX ``model`` (its ``.pt``, else a fresh one), with scaling rows:
+    one per (worker-process count in ``workers``, games-in-flight count in ``batches``); either alone varies just
+    that one."""
     ckpt = Path(model).with_suffix(".pt")
     common: dict[str, Any] = {"seconds": seconds, "checkpoint": ckpt if ckpt.is_file() else None,
                               "preset": preset, "evaluator": evaluator, "device": device, "precision": precision}

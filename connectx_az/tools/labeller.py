@@ -230,8 +230,7 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
 
 
 def open_file(path: str | Path) -> Labels:
-    """The labels a run of ``connectx-az label`` adds to: the file's, or none where it does not exist yet.
-
+    """The labels a run of ``connectx-az label`` adds to: the file's, or none where it does not exist yet;
     ``LabelsError`` where a file is there and is not a labels file."""
     path = Path(path)
     return load(path) if path.exists() else empty()

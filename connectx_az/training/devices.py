@@ -61,9 +61,8 @@ def cuda_problem(device: torch.device) -> str | None:
 
 
 def arch_covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
-    """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``.
-
-    ``sm_XY`` runs on X.Y' with Y' >= Y (same major), ``sm_XYa`` on X.Y only, ``compute_XY`` (PTX) on any >= X.Y."""
+    """Whether a torch build compiled for ``arch_list`` runs on a GPU of ``capability``: ``sm_XY`` runs on X.Y' with
+    Y' >= Y (same major), ``sm_XYa`` on X.Y only, ``compute_XY`` (PTX) on any >= X.Y."""
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([a-z]?)", arch)
         if match is None:

@@ -139,10 +139,8 @@ def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
 
 def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False, check: bool = True,
                 num_positions: int = 64, seed: int = 0) -> ExportReport:
-    """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.
-
-    Raises ``ExportError`` (and writes nothing) when the parity check fails, and when ``path`` is a folder or
-    cannot be written."""
+    """Export ``net`` (a CPU copy in eval mode; ``net`` itself is untouched) to ``path``.  Raises ``ExportError``
+    (and writes nothing) when the parity check fails, and when ``path`` is a folder or cannot be written."""
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: give the model's file name (e.g. {path / 'model.onnx'})")
@@ -196,9 +194,8 @@ def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Pat
 
 
 def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
-    """The model card saved beside an exported model: facts read from the file, then ``facts`` (JSON-able).
-
-    Raises ``FileNotFoundError`` or ``ValueError`` (not a usable model)."""
+    """The model card saved beside an exported model: facts read from the file, then ``facts`` (JSON-able).  Raises
+    ``FileNotFoundError`` or ``ValueError`` (not a usable model)."""
     data, _ = backends.read_model(path)
     model = onnx_numpy.NumpyOnnxModel(data)
     net = model.net_shape()

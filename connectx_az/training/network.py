@@ -166,9 +166,8 @@ class TorchEvaluator:
         self._tensors = list(itertools.chain(self.net.parameters(), self.net.buffers()))
 
     def _inference_net(self) -> PolicyValueNet:
-        """``fold_batchnorm(self.net)``, kept while no weight or buffer changes (version counter and address).
-
-        A parameter object swapped for another (``load_state_dict(..., assign=True)``) needs a new evaluator."""
+        """``fold_batchnorm(self.net)``, kept while no weight or buffer changes (version counter and address); a
+        parameter object swapped for another (``load_state_dict(..., assign=True)``) needs a new evaluator."""
         state = tuple((t.data_ptr(), t._version) for t in self._tensors)
         if self._folded is None or state != self._folded_for:
             self._folded, self._folded_for = fold_batchnorm(self.net), state
@@ -214,10 +213,8 @@ def save_checkpoint(path: str | Path, net: PolicyValueNet, **extra: Any) -> None
 
 
 def load_checkpoint(path: str | Path) -> tuple[PolicyValueNet, dict[str, Any]]:
-    """Load a checkpoint written by ``save_checkpoint``; returns ``(net, whole_dict)``.
-
-    Raises ``CheckpointError`` for a missing file, a file that is not a
-    checkpoint, or weights that do not fit the stored architecture."""
+    """``(net, whole_dict)`` of a checkpoint written by ``save_checkpoint``.  Raises ``CheckpointError`` for a
+    missing file, a file that is not a checkpoint, or weights that do not fit the stored architecture."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist; pass the path of a .pt file written by training")

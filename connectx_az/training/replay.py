@@ -80,7 +80,6 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
                 max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
-
     The value target is ``(1 - value_mix) * result + value_mix * root_value``."""
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)

@@ -94,10 +94,8 @@ def rows_before(run_dir: Path | str, generation: int) -> list[dict[str, Any]]:
 
 
 def check_run(run_dir: str | Path) -> int:
-    """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).
-
-    Raises ``ConfigError`` when ``config.json`` is missing or broken, or the checkpoint is unreadable or
-    holds another network."""
+    """The next generation of the run saved in ``run_dir`` (0 if it has no checkpoint yet).  Raises ``ConfigError``
+    when ``config.json`` is missing or broken, or the checkpoint is unreadable or holds another network."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise ConfigError(f"{run_dir} is not a training run (no config.json); attach the output folder that "
@@ -117,9 +115,8 @@ def check_run(run_dir: str | Path) -> int:
 
 
 def find_attached_run(root: str | Path, *, max_depth: int = 4) -> Path | None:
-    """The resumable run with the most generations under ``root`` (on Kaggle ``/kaggle/input``), or None.
-
-    Raises ``ConfigError`` (``check_run``'s) when folders hold a run but none is valid."""
+    """The resumable run with the most generations under ``root`` (on Kaggle ``/kaggle/input``), or None; raises
+    ``ConfigError`` (``check_run``'s) when folders hold a run but none is valid."""
     root = Path(root)
     if not root.is_dir():
         return None

@@ -26,9 +26,8 @@ MAX_PREFIX_PLIES = 30
 
 @dataclass(frozen=True, kw_only=True)
 class SelfPlayConfig:
-    """How each generation's games are played; the defaults are the recipe (docs/ablations.md).
-
-    It lives here, not in ``config``, so worker processes receive it without importing torch."""
+    """How each generation's games are played; the defaults are the recipe (docs/ablations.md).  It lives here, not
+    in ``config``, so worker processes receive it without importing torch."""
 
     num_games: int = 256
     num_parallel_games: int = 128
@@ -252,10 +251,8 @@ class _Game:
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
                on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
-    """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time.
-
-    ``on_game_done`` is called after each finished game.  Forks branch from positions searched earlier in this
-    call, so the first wave of games never forks."""
+    """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time, ``on_game_done`` after each.
+    Forks branch from positions searched earlier in this call, so the first wave of games never forks."""
     kernels = mcts_numba.compile_kernels(cache=True)  # None without numba: the numpy search, to the same games
     searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions, kernels) if config.cache_positions

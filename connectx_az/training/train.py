@@ -132,10 +132,9 @@ HELD_OUT_POSITIONS = 8192
 @torch.no_grad()
 def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.device, *,
                     max_positions: int = HELD_OUT_POSITIONS, batch_size: int = 1024) -> dict[str, float]:
-    """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.
-
-    Scored on the new generation (``fresh_*``) and the previous one (``seen_*``) before training: their gap is
-    what the network memorises of its games."""
+    """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.  Scored on the new
+    generation (``fresh_*``) and the previous one (``seen_*``) before training: their gap is what the network
+    memorises of its games."""
     net.eval()
     n = min(len(data), max_positions)
     policy_sum = value_sum = 0.0
@@ -268,9 +267,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
 def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyValueNet,
                 optimizer: torch.optim.Optimizer, evaluator: TorchEvaluator, device: torch.device,
                 solved: replay.ReplayData | None, progress: bool, *, fraction: float | None = None) -> dict[str, Any]:
-    """One generation: self-play, its shard, training and the Pons grade; returns its metrics row.
-
-    ``fraction``: the share of a timed run spent when it ends, which sets the learning rate (None: untimed)."""
+    """One generation: self-play, its shard, training and the Pons grade; returns its metrics row.  ``fraction``:
+    the share of a timed run spent when it ends, which sets the learning rate (None: untimed)."""
     t0 = time.perf_counter()
     rng = np.random.default_rng([config.seed, generation])
     torch.manual_seed(config.seed * 1_000_003 + generation)

@@ -115,9 +115,8 @@ def worker_seeds(rng: np.random.Generator, num_workers: int) -> list[int]:
 
 def _serve(evaluator: search_tree.Evaluator, processes: list[BaseProcess], connections: list[Connection], *,
            on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[list[GameRecord]], int, int]:
-    """Answer the workers' requests until all are done, even and odd workers in turn.
-
-    Returns each worker's records, the positions their searches asked for and those evaluated here."""
+    """Answer the workers' requests until all are done, even and odd workers in turn; returns each worker's
+    records, the positions their searches asked for and those evaluated here."""
     num_workers = len(processes)
     records: list[list[GameRecord]] = [[] for _ in range(num_workers)]
     asked = [0] * num_workers
