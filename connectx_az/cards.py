@@ -2,8 +2,7 @@
 
 Facts read from the file (``path``, ``num_bytes``, ``sha256``, ``net``, ``opset``, ``ops``) and, where known:
 ``trained_by`` (one line), ``training`` (``generations``, ``games``, ``hours``, ...), ``provenance``
-(``summary``, ``steps``) and ``strength`` (``headline``, ``command``, ``network``).  Standard library only.
-"""
+(``summary``, ``steps``) and ``strength`` (``headline``, ``command``, ``network``).  Standard library only."""
 
 from __future__ import annotations
 

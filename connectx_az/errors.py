@@ -1,8 +1,7 @@
 """The base class of the errors a user sees, printed by ``connectx-az`` as one ``error:`` line (status 2).
 
 Each tier derives its own from it, except the agent's ``backends.ModelError``: ``agent/`` is pasted into
-``submission.py``, which imports nothing of the package.
-"""
+``submission.py``, which imports nothing of the package."""
 
 
 class UserError(Exception):

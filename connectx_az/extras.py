@@ -1,8 +1,7 @@
 """Optional packages: which pip extra installs each, and the one-line error when a command lacks one.
 
 The package needs numpy alone.  A command names what it needs with ``require`` before any work, and
-``cli.main.main`` words any other failed import of ``PACKAGES`` the same way (``missing_message``).
-"""
+``cli.main.main`` words any other failed import of ``PACKAGES`` the same way (``missing_message``)."""
 
 from __future__ import annotations
 

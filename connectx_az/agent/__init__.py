@@ -2,5 +2,4 @@
 
 Every module here is pasted into ``submission.py`` after the engine (``tools.builder`` reads the folder): it
 imports the standard library, numpy, ``engine`` and ``agent`` only, onnxruntime and numba only inside a
-guarded import (``tests/test_layers.py``).
-"""
+guarded import (``tests/test_layers.py``)."""

@@ -1,8 +1,7 @@
 """The agent's inference backends: onnxruntime where it imports, else the numpy ONNX runtime, else uniform.
 
 Every evaluator is a ``search_tree.Evaluator``.  ``OnnxRuntimeEvaluator`` (a model from a file or
-bytes, its errors named: ``ModelError``) is what grading, the arena and the export's parity check run.
-"""
+bytes, its errors named: ``ModelError``) is what grading, the arena and the export's parity check run."""
 
 from __future__ import annotations
 

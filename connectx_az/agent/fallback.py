@@ -1,7 +1,6 @@
 """The agent's safety net: reading observations that may be malformed, and ``simple_move``.  Standard library only.
 
-Nothing here assumes a well-formed 6x7 board: ``simple_move`` works on Kaggle's raw board of any size.
-"""
+Nothing here assumes a well-formed 6x7 board: ``simple_move`` works on Kaggle's raw board of any size."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ Tuned for a 6x7 board and tiny batches: feature maps between convolutions are ch
 (``[B, H, W, C]``), a convolution is one gather (im2col, an index array per board size, out-of-board
 taps pointing at an appended zero row) and one matmul per two boards; values go back to ``NCHW`` only
 where an operator needs it.  Constant nodes are folded at load time; FLOAT16 tensors are widened:
-the graph computes in float32.
-"""
+the graph computes in float32."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Reads only what an exported policy-value net holds: nodes, attributes, initializers (FLOAT16 widened
 to float32), inputs, outputs, the opset and metadata.  Bytes that are not a valid model raise
-``ValueError``; every read is bounds-checked and every loop advances, so bad input cannot hang it.
-"""
+``ValueError``; every read is bounds-checked and every loop advances, so bad input cannot hang it."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@
 
 Any exception falls back to ``simple_move``: the move is a plain ``int``, legal whenever a legal column
 exists.  A missing or corrupt model is replaced by a uniform evaluator (``backends``).  The garbage
-collector is paused during a move, so its pauses cannot land inside the search.
-"""
+collector is paused during a move, so its pauses cannot land inside the search."""
 
 from __future__ import annotations
 

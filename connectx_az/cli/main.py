@@ -1,7 +1,6 @@
 """``connectx-az``: the parser of every command group (``GROUPS``, each with its ``add_parsers``), and ``main``.
 
-Commands import what they need when they run, so ``build`` works with numpy alone and ``--help`` is instant.
-"""
+Commands import what they need when they run, so ``build`` works with numpy alone and ``--help`` is instant."""
 
 from __future__ import annotations
 

@@ -22,8 +22,7 @@ A book file (``encode`` / ``decode``), little-endian::
             ...   zlib(infos): N info bytes in key order
 
 ``decode`` raises ``BookError`` for a wrong magic, version or board size, a truncated or corrupt
-file, keys out of order, or an info byte out of range.
-"""
+file, keys out of order, or an info byte out of range."""
 
 from __future__ import annotations
 

@@ -22,8 +22,7 @@ Every function works on Python ``int`` and, elementwise, on numpy ``uint64`` arr
 Positions are seen from the side to move: ``play`` returns the *opponent's* stones as the new
 ``position``.  ``encode`` gives ``uint8[..., 2, 6, 7]``: plane 0 the side to move, plane 1 the
 opponent, row 0 the **top** row, as in Kaggle's board.  ``outcome`` is ``-1``/``0`` for the side to
-move, or ``None`` while the game goes on; ``0`` always means a draw, never "not over".
-"""
+move, or ``None`` while the game goes on; ``0`` always means a draw, never "not over"."""
 
 from __future__ import annotations
 

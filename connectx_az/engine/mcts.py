@@ -8,8 +8,7 @@ One simulation step selects ``num_parallel`` leaves in every tree (a virtual los
 evaluates all new leaves in **one** network call, then backs up: self-play runs many trees with one
 leaf each, the agent one tree with several.  Terminal positions are scored by the rules, never by
 the network.  Proven results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node with
-a child lost for the opponent is won, a node whose children are all proven takes the best of them.
-"""
+a child lost for the opponent is won, a node whose children are all proven takes the best of them."""
 
 from __future__ import annotations
 

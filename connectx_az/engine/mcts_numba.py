@@ -13,8 +13,7 @@ copy of the search because numpy's steps over the batch one Python call at a tim
 
 Self-play and ``testsets.pons``'s graded searches pass the kernels to ``mcts.search``; the pasted agent
 searches with numpy.  ``tests/test_mcts_numba.py`` holds the two searches equal, node for node and visit
-for visit, and the two memories equal, answer for answer.
-"""
+for visit, and the two memories equal, answer for answer."""
 
 from __future__ import annotations
 

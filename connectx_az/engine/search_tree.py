@@ -3,8 +3,7 @@
 After DeepMind's mctx: ``B`` independent trees, ``N`` node slots each, ``A = 7`` actions, linked by
 index.  Statistics live on the *edges* ``[B, N, A]``, seen from the side to move at the edge's parent
 node.  Terminal positions are scored by the rules (``proven``, from the node's side to move; ``NaN``
-while unknown), never by the network, which is seen only through ``Evaluator``.
-"""
+while unknown), never by the network, which is seen only through ``Evaluator``."""
 
 from __future__ import annotations
 

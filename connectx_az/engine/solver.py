@@ -8,8 +8,7 @@ is the negative of the opponent's win; weak mode returns only the sign.
 As in Pons' tutorial (http://blog.gamesolver.org): alpha-beta with null-window probes, a
 transposition table keyed by ``position + mask`` holding upper or lower bounds, moves ordered by the
 winning cells they create then centre-first, and no move that lets the opponent win at once.  The
-table persists across calls: its bounds are facts about positions, not about one search.
-"""
+table persists across calls: its bounds are facts about positions, not about one search."""
 
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ Transposition table: ``uint64`` entries (a power of two) in buckets of two, each
 its subtree took.  Replacement as in Tromp's Fhourstones: the first slot keeps the costlier of two
 entries, the other goes to the second slot, so a small table keeps its expensive proofs.  Keys are
 mirror-symmetric (``min(key, mirror(key))``): a position and its reflection share an entry.
-The measurements behind these choices: ``docs/agent.md``, *The figures behind the constants*.
-"""
+The measurements behind these choices: ``docs/agent.md``, *The figures behind the constants*."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Matches between players in Kaggle's agent shape (``players.Player``): a referee, round robins, Elo ratings.
 
 ``play_game`` referees one game on ``game.py`` bitboards by Kaggle's rules and clock; ``round_robin`` plays every
-pair, both seats per opening; ``elo_ratings`` fits Bradley-Terry ratings with bootstrap confidence intervals.
-"""
+pair, both seats per opening; ``elo_ratings`` fits Bradley-Terry ratings with bootstrap confidence intervals."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ first includes executing the file); the parent keeps the overage bank, charges i
 
 The opponent is ``oracle.opponent_move``.  After each game every move of the file is checked
 (``oracle.check_move``): a move loses value when it leaves the file a worse result than the position held; a move
-the solver cannot prove either way within its budget is unchecked, never kept.  Conventions as in ``oracle``.
-"""
+the solver cannot prove either way within its budget is unchecked, never kept.  Conventions as in ``oracle``."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ Never imported: ``duel`` writes ``kaggle_io.sandbox_prelude(blocked)`` followed 
 runs it with the submission's path as its argument.  ``main`` reads one JSON request a line (board, mark, step,
 bank, act_timeout), calls the file's agent and answers one JSON line: the move (``null`` unless a plain int, as
 Kaggle requires), its repr, the seconds the call took (the first executes the file too), the agent's solver and
-backend, or an error.
-"""
+backend, or an error."""
 import json
 import sys
 import time

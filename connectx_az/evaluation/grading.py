@@ -3,8 +3,7 @@
 ``grade_model`` grades a network (raw policy, MCTS, value head), ``submissions_mistake_rates`` built
 ``submission.py`` files under the Kaggle clock.  The value head is graded by its W/D/L class (``wdl_class``, side to
 move) against the true result (``value_accuracy``); ``value_calibration`` says why a class is wrong.  Each result
-keeps which positions it got right, for paired comparisons of two models (``compare``, ``paired``).
-"""
+keeps which positions it got right, for paired comparisons of two models (``compare``, ``paired``)."""
 
 from __future__ import annotations
 

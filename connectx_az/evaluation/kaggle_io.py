@@ -3,8 +3,7 @@
 ``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position; ``sandbox_prelude`` makes a fresh
 interpreter, and ``kaggle_like_process`` this one, look like Kaggle's agent sandbox; ``load_submission`` executes a
 ``submission.py`` as Kaggle does; ``check_network`` refuses a file whose embedded network does not load (every
-command that grades or plays a file calls it first); ``validate`` plays a file through kaggle-environments.
-"""
+command that grades or plays a file calls it first); ``validate`` plays a file through kaggle-environments."""
 
 from __future__ import annotations
 

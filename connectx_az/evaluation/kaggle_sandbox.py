@@ -2,8 +2,7 @@
 
 ``kaggle_io.sandbox_prelude`` pastes this file verbatim into child scripts that imitate Kaggle's sandbox (and so
 cannot import the package); ``kaggle_io`` uses the same functions in-process.  No ``from __future__`` import: the
-file runs pasted after other code.
-"""
+file runs pasted after other code."""
 
 #: Kaggle's ConnectX settings besides the clock
 _RULES = {"rows": 6, "columns": 7, "inarow": 4, "episodeSteps": 1000, "runTimeout": 1200, "agentTimeout": 60}

@@ -6,8 +6,7 @@ once; a position not proven within the budget stays unproven.  ``opponent_move``
 ``check_move`` the referee's verdict on a move of the file.
 
 Conventions: ``col`` is 0-based; move strings are in Pons' notation (1-based columns from the empty board); a
-*result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``).
-"""
+*result* is +1/0/-1 for the side to move and an *exact score* Pons' score (``solver``)."""
 
 from __future__ import annotations
 

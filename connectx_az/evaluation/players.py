@@ -3,8 +3,7 @@
 A player with a ``reset()`` method gets it called before each game (a submission re-executes its file there, as
 Kaggle does).  ``alphabeta_player`` is a deterministic depth-limited negamax over a line-counting ``heuristic``;
 ``model_player`` runs MCTS over an ONNX model; ``submission_player`` wraps a built ``submission.py``;
-``builtin_player`` gives kaggle-environments' own agents; ``lineup`` names and makes the arena's players.
-"""
+``builtin_player`` gives kaggle-environments' own agents; ``lineup`` names and makes the arena's players."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@
 one set's grade, ``{"n", "mistake_rate", "strict_rate", "mistakes"}`` (for the value head ``{"n", "accuracy",
 "mistakes"}``; ``mistakes`` are the positions' indexes in the set), with ``control``, ``only_this_right`` and
 ``only_control_right`` added where a mode is paired with a control.  ``eval show`` and ``eval paired`` read those
-files back (``load_graded``, ``graded_mode``).  Each ``*_table`` returns the lines to print; nothing here prints.
-"""
+files back (``load_graded``, ``graded_mode``).  Each ``*_table`` returns the lines to print; nothing here prints."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """A game against the agent in the terminal (``connectx-az play``): the board drawn, the person's moves read.
 
 ``play`` takes what it reads and where it writes as arguments (``input`` and ``print`` by default), so a test
-drives it with a script.  The agent is any player in Kaggle's shape (``players.Player``).
-"""
+drives it with a script.  The agent is any player in Kaggle's shape (``players.Player``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Pascal Pons' Connect Four benchmark sets (``data/pons/``), every move's exact score, and grading against them.
 
 Scores are for the side to move: winning with one's own k-th stone scores ``22 - k``, 0 is a draw, a loss is
-negative.  Columns here are 0-based (``col``); the files' move strings are 1-based, as Pons writes them.
-"""
+negative.  Columns here are 0-based (``col``); the files' move strings are 1-based, as Pons writes them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What the speed benchmarks share (``connectx-az bench ...``): the machine's line, a timed rate, the table printed.
 
 One module a benchmark: ``bench_selfplay``, ``bench_agent``, ``bench_solver``; the
-programs they run in fresh interpreters are the modules of ``bench_probes/`` (``probe_source``).
-"""
+programs they run in fresh interpreters are the modules of ``bench_probes/`` (``probe_source``)."""
 
 from __future__ import annotations
 

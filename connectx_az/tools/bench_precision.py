@@ -5,8 +5,7 @@ self-play sees: per set, the largest and mean |difference| of the move probabili
 and of the value, the share of positions whose most likely move differs, and the raw policy's mistakes in each
 precision with the paired counts (with ``sims``, MCTS's too).  Then network evaluations a second at ``batch``
 positions a call and training steps a second (AdamW on ``train_batch`` positions) with training's forward pass in
-each precision, timed in turns (pin the command to one idle core: ``taskset -c 1``).
-"""
+each precision, timed in turns (pin the command to one idle core: ``taskset -c 1``)."""
 
 from __future__ import annotations
 

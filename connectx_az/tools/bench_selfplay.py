@@ -2,8 +2,7 @@
 
 Measured in the same process; with worker processes, the tree work runs in them and the network here.  With
 ``--evaluator free`` the network is replaced by one that costs almost nothing (``FreeEvaluator``), so the figure
-is the tree work's own rate.
-"""
+is the tree work's own rate."""
 
 from __future__ import annotations
 

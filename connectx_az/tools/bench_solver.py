@@ -1,7 +1,6 @@
 """``bench solver``: weak solves of Pons positions by the pure-Python and the compiled solver, and numba's compile.
 
-The compile is timed in a fresh interpreter (``bench_probes/probe_compile.py``), nothing cached on disk.
-"""
+The compile is timed in a fresh interpreter (``bench_probes/probe_compile.py``), nothing cached on disk."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ count nodes, so a build is reproducible whatever the machine's speed.
 
 ``build`` proves the tree ply by ply, shallowest first, into a ``book_journal.State`` (a rerun proves only what is
 missing), so that the book written after each ply (``write_book``) is complete to it, and a later run with a larger
-``depth`` extends the same state file.
-"""
+``depth`` extends the same state file."""
 
 from __future__ import annotations
 

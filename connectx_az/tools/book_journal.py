@@ -5,8 +5,7 @@ being proven then; a rerun proves only what is missing.  Each record carries its
 a kill is dropped on reopening (said so), a bad record anywhere else is refused (``StateError``).  Layout,
 little-endian: a header ``<8sHBBBxdQ`` (magic ``b"CXAZBKST"``, version, rows, columns, inarow, ``exact_factor``,
 ``exact_min_nodes``), then 24-byte records ``<QbbBBIII``: key, result, exact score (``NO_SCORE`` if not sought or not
-found), column (canonical orientation), ply, kilo-nodes, CPU milliseconds, crc32 of the first 20 bytes.
-"""
+found), column (canonical orientation), ply, kilo-nodes, CPU milliseconds, crc32 of the first 20 bytes."""
 
 from __future__ import annotations
 

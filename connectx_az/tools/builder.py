@@ -13,8 +13,7 @@ Where ``book``, ``solver`` or ``solver_numba`` fails to load, the agent plays on
 fails, ``agent`` plays the most central open column.  ``BuildError`` (one line) refuses a missing or corrupt model,
 one ``NumpyOnnxModel`` cannot run, a book ``book.decode`` refuses, sources that import beyond the standard library,
 numpy and ``OPTIONAL_IMPORTS`` (those only inside a function or ``try``), an unwritable output folder and a file over
-``MAX_BYTES``.  Output is written atomically.
-"""
+``MAX_BYTES``.  Output is written atomically."""
 
 from __future__ import annotations
 

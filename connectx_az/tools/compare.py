@@ -11,8 +11,7 @@ stopped; ``compare.json`` records what is compared and at what sizes, and anothe
 
 Each step is a child ``connectx-az`` process (``compare_steps``), since the runtimes block packages for the whole
 process; a step whose packages are missing here is skipped with a line saying so.  Paired counts: on each set,
-``only_candidate`` positions the candidate gets wrong and the shipped file right, ``only_shipped`` the reverse.
-"""
+``only_candidate`` positions the candidate gets wrong and the shipped file right, ``only_shipped`` the reverse."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The steps of a compare (``compare``), run: each a child ``connectx-az`` process that writes one grade, in lanes a
 runtime each (pinned to a core each with ``--cores``), with progress lines whose time left is measured in the run.
 
-A step whose file is in the output folder is done (a killed compare resumes there).
-"""
+A step whose file is in the output folder is done (a killed compare resumes there)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ reaches; the compiled weak solver (``solver_numba``) proves random openings chea
 opponents create, with exact targets.  ``label`` draws random prefixes (``selfplay.random_prefix``), proves each
 within a node budget and keeps the proven ones; the Pons positions and their children are never kept
 (``pons.benchmark_keys``), so the benchmark stays out of what is trained on.  With ``moves`` each kept position also
-gets its best moves (``best_moves``), a policy target.  The labels go to a file of ``training.labels``'s format.
-"""
+gets its best moves (``best_moves``), a policy target.  The labels go to a file of ``training.labels``'s format."""
 
 from __future__ import annotations
 

@@ -2,5 +2,4 @@
 
 ``config``, ``selfplay``, ``replay``, ``labels`` and ``workers`` load without torch, and this ``__init__``
 imports nothing, so settings and labels work where torch is missing.  Imports ``engine``, ``agent``,
-``testsets`` and the top-level modules; never ``evaluation``, ``tools`` or ``cli``.
-"""
+``testsets`` and the top-level modules; never ``evaluation``, ``tools`` or ``cli``."""

@@ -2,8 +2,7 @@
 
 Overrides use dotted paths (``mcts.num_simulations=400``); an unknown key is an error listing the valid
 ones.  A saved config may hold settings that have left the package (``RETIRED``): they load where they
-hold the value that does what the code does now.
-"""
+hold the value that does what the code does now."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ The graph: input ``obs float32[B, 2, 6, 7]`` (``game.encode``, side to move firs
 because in eval mode it folds every BatchNorm into its Conv, leaving only operators ``agent.onnx_numpy``
 implements.  ``float16=True`` stores each float initializer as float16 read through a ``Cast``: half the
 file, and both runtimes read it.  Before a file is written, torch, onnxruntime and the numpy runtime must
-agree on random positions (``FP32_TOLERANCE``, ``FP16_TOLERANCE``); a file that fails is never written.
-"""
+agree on random positions (``FP32_TOLERANCE``, ``FP16_TOLERANCE``); a file that fails is never written."""
 
 from __future__ import annotations
 

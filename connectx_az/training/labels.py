@@ -3,8 +3,7 @@
 An ``.npz`` of ``position`` and ``mask`` (``uint64``, ``game``'s bitboards, side to move), ``plies``
 (``int8``), ``result`` (``int8``, side to move: +1 win, 0 draw, -1 loss) and ``best`` (``uint8``: bit
 ``c`` set where column ``c`` keeps the result; 0 where not sought or lost; ``UNPROVEN_MOVES`` where sought
-and not proven).  A file without ``best`` reads with 0.  ``tools.labeller`` writes them.
-"""
+and not proven).  A file without ``best`` reads with 0.  ``tools.labeller`` writes them."""
 
 from __future__ import annotations
 

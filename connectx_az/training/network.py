@@ -4,8 +4,7 @@ Input ``float32[B, 2, 6, 7]`` (``game.encode``: side to move, opponent).  Output
 (unmasked) and ``value float32[B]`` in ``[-1, 1]`` from the side to move.  The default size (4x64) is
 chosen for the Kaggle clock (README, *Speed*).  Inference precision follows the device
 (``autocast_dtype``); training's is ``train_autocast_dtype``.  Checkpoints are ``torch.save`` dicts of
-tensors and JSON-able values, loaded with ``weights_only=True``; every bad file is a ``CheckpointError``.
-"""
+tensors and JSON-able values, loaded with ``weights_only=True``; every bad file is a ``CheckpointError``."""
 
 from __future__ import annotations
 

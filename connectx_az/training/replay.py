@@ -3,8 +3,7 @@
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
 (game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side
 to move.  Shards are written atomically and read with ``allow_pickle=False``.  Sampling mirrors each
-position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions.
-"""
+position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
     RUN_DIR/config.json        the frozen RunConfig, written before any work
     RUN_DIR/replay/gen_*.npz   one shard of self-play positions per generation
     RUN_DIR/checkpoint.pt      weights, optimizer, and the next generation to run
-    RUN_DIR/metrics.jsonl      one JSON line per finished generation
-"""
+    RUN_DIR/metrics.jsonl      one JSON line per finished generation"""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ as value target, both from the side to move.
 Openings: a game draws its moves from the root visits at ``temperature_early`` for its first
 ``temperature_plies`` board plies, then plays the most visited move.  A share starts from a random prefix
 (``random_prefix``), a share from a position searched earlier in the call plus one random move
-(``fork_position``; KataGo's forking, Wu 2019); those plies are neither searched nor recorded.
-"""
+(``fork_position``; KataGo's forking, Wu 2019); those plies are neither searched nor recorded."""
 
 from __future__ import annotations
 

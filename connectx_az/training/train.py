@@ -4,8 +4,7 @@ Generation ``g`` writes its shard, then its metrics line, then the checkpoint sa
 each atomically; a killed run resumes at the checkpoint and redoes the unfinished generation (metrics
 trimmed), so none is lost or counted twice.  Randomness is seeded from ``(seed, generation)``: a resumed run
 on CPU makes the same games.  A timed run (``RunConfig.total_time``) follows the share of its time spent
-(``run_seconds``, across resumes) and ends before a generation that would not fit, judged by the last one.
-"""
+(``run_seconds``, across resumes) and ends before a generation that would not fit, judged by the last one."""
 
 from __future__ import annotations
 

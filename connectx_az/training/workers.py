@@ -21,8 +21,7 @@ Wire format, one pipe per worker, each message a one-byte tag then its payload::
 
 Pickle only crosses a pipe to this process's own children.  A worker's failure is raised here as
 ``WorkerError``; workers are daemonic, ignore Ctrl-C and exit when their pipe closes, and the server checks
-that a silent worker is alive, so neither side hangs or outlives the other.
-"""
+that a silent worker is alive, so neither side hangs or outlives the other."""
 
 from __future__ import annotations
 

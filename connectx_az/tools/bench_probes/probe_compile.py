@@ -1,6 +1,5 @@
 """Runs in a fresh interpreter: what a game's first move pays to import numba and compile the kernel.
-Prints one JSON line.
-"""
+Prints one JSON line."""
 import json
 import time
 

@@ -1,8 +1,7 @@
 # ruff: noqa: F821
 # exec_submission and kaggle_dicts come from kaggle_io.sandbox_prelude(), which bench_agent.py puts before this.
 """Runs in a fresh interpreter with the package, onnxruntime and torch blocked, as on Kaggle. argv: submission path,
-number of full-budget moves, actTimeout, overage bank.  Prints one JSON line.
-"""
+number of full-budget moves, actTimeout, overage bank.  Prints one JSON line."""
 import json
 import sys
 import time
