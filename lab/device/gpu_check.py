@@ -421,9 +421,10 @@ def _bench_sized(*, preset: str, cores: int, seconds: float = 5.0, device: str |
     gpu = devices.resolve_device(device or config.make_config(preset).device).type == "cuda"
     sp = sizing.sized(config.make_config(preset), cores=cores, gpu=gpu).selfplay
     with _pinned(cores):
-        row = bench_selfplay.bench_selfplay(preset=preset, seconds=seconds, num_workers=sp.num_workers, device=device,
-                             precision=precision, checkpoint=checkpoint,
-                             overrides=(f"selfplay.num_parallel_games={sp.num_parallel_games}", f"threads={cores}"))
+        row = bench_selfplay.bench_selfplay(
+            preset=preset, seconds=seconds, num_workers=sp.num_workers, device=device, precision=precision,
+            checkpoint=checkpoint,
+            overrides=(f"selfplay.num_parallel_games={sp.num_parallel_games}", f"threads={cores}"))
     return {**row, "cores": cores}
 
 
