@@ -30,6 +30,22 @@ def assert_consistent_records(records) -> None:
         assert r.first_player_result == (r.value[0] if r.start_ply % 2 == 0 else -r.value[0])
 
 
+@pytest.fixture(params=["python", "compiled"])
+def search_path(request, monkeypatch) -> str:
+    """Run the test twice: the search (and self-play's memory) as plain Python, then compiled by numba (skipped
+    where numba does not compile).  The same functions either way (``engine/jit.py``)."""
+    from connectx_az.engine import mcts
+    from connectx_az.training import selfplay
+
+    if request.param == "compiled":
+        if not selfplay.compile_selfplay():
+            pytest.skip(f"numba does not compile: {mcts.compile_error()}")
+    else:
+        for compiler in (mcts._COMPILER, selfplay._COMPILER):
+            monkeypatch.setattr(compiler, "cached", lambda: None)
+    return request.param
+
+
 class UniformEvaluator:
     """Equal priors and a drawn value everywhere (``search_tree.Evaluator``); counts calls."""
 

@@ -1,4 +1,7 @@
-"""Search: tactics, symmetry, the solver bookkeeping, batching and tree reuse."""
+"""Search: tactics, visits worked out by hand, proofs, golden trees, symmetry, batching and tree reuse.
+
+Every test runs twice through the ``search_path`` fixture (tests/conftest.py): the search as plain Python, then
+compiled by numba; the same functions either way."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from conftest import UniformEvaluator
 
 from connectx_az.engine import game, mcts, search_tree
 
+pytestmark = pytest.mark.usefixtures("search_path")
 
 class SymmetricEvaluator:
     """Random but mirror-equivariant: mirroring the board mirrors the logits, keeps the value."""
@@ -157,24 +161,83 @@ def test_root_noise_is_reproducible_and_legal_only() -> None:
     assert abs(trees[0].prior[0, 0].sum() - 1) < 1e-5
 
 
-_TREE_FIELDS = ("position", "mask", "net_value", "is_expanded", "proven", "node_visits", "node_value_sum",
-                "children", "legal_mask", "prior", "visits", "value_sum", "edge_proven", "score_bias")
+def render(tree: search_tree.Tree, b: int = 0) -> str:
+    """Tree ``b`` as text, depth first from its root: one line a visited edge, ``col visits mean-value [proven]``,
+    indented by depth (columns 0-based, values from the side to move at the edge's parent)."""
+    lines: list[str] = []
+
+    def walk(node: int, depth: int) -> None:
+        for col in range(game.COLS):
+            n = float(tree.visits[b, node, col])
+            if n > 0:
+                proven = tree.edge_proven[b, node, col]
+                mark = "" if np.isnan(proven) else f" proven {int(proven):+d}"
+                lines.append(f"{'  ' * depth}{col} {n:g} {tree.value_sum[b, node, col] / n:+.3f}{mark}")
+                child = int(tree.children[b, node, col])
+                if child >= 0:
+                    walk(child, depth + 1)
+
+    walk(int(tree.root[b]), 0)
+    return "\n".join(lines)
 
 
-@pytest.mark.parametrize(("num_parallel", "fpu_reduction"), [(1, 0.2), (8, 0.2), (8, -0.3)])
-@pytest.mark.parametrize("moves", ["44", "41526", "43443322"])
-def test_single_tree_walk_matches_the_batched_walk(moves: str, num_parallel: int, fpu_reduction: float) -> None:
-    # One tree takes the scalar walk (_select_one); two trees take the batched one.
-    config = search_tree.SearchConfig(num_simulations=240, num_parallel=num_parallel, fpu_reduction=fpu_reduction)
-    position = game.from_moves(moves)
-    alone = _tree(position)
-    together = _tree(position, game.from_moves("3"))
-    sims_alone = mcts.search(alone, SymmetricEvaluator(5), config)
-    sims_together = mcts.search(together, SymmetricEvaluator(5), config, num_simulations=sims_alone)
-    assert sims_together == sims_alone
-    assert alone.num_nodes[0] == together.num_nodes[0]
-    for name in _TREE_FIELDS:
-        np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
+def test_visits_worked_out_by_hand_first_play_urgency() -> None:
+    """Equal priors (1/7) and value 0 everywhere, c_puct 2, fpu_reduction 0.2, from the empty board.
+
+    Simulation 1: nothing visited, every move scores FPU -0.2 + 2 * 1/7 = 0.086: the first, column 0.
+    Simulation 2 (1 visit at the root): column 0 scores Q 0 + 2 * 1 * 1/7 / 2 = 0.143, the others
+    -0.2 + 0.286 = 0.086: column 0 again, on to column 0 of its (expanded) child.
+    Simulation 3 (2 visits, scale 2 sqrt 2 = 2.83): column 0 0.135, the others 0.204: column 1; then at
+    N visits the unvisited score -0.2 + 2 sqrt(N) / 7 against 2 sqrt(N) / 7 / 2 for a once-visited move, so
+    columns 2 to 6 follow in order.  Without the reduction, simulation 2 already prefers column 1."""
+    config = search_tree.SearchConfig(num_simulations=2, c_puct=2.0, fpu_reduction=0.2)
+    tree = _tree(game.initial())
+    mcts.search(tree, UniformEvaluator(), config)
+    assert tree.root_visits()[0].tolist() == [2, 0, 0, 0, 0, 0, 0]
+    assert int(tree.num_nodes[0]) == 3 and tree.visits[0, int(tree.children[0, 0, 0]), 0] == 1
+    mcts.search(tree, UniformEvaluator(), config, num_simulations=6)
+    assert tree.root_visits()[0].tolist() == [2, 1, 1, 1, 1, 1, 1]
+    no_reduction = _tree(game.initial())
+    mcts.search(no_reduction, UniformEvaluator(), search_tree.SearchConfig(num_simulations=7, fpu_reduction=0.0))
+    assert no_reduction.root_visits()[0].tolist() == [1, 1, 1, 1, 1, 1, 1]
+
+
+def test_visits_worked_out_by_hand_virtual_loss() -> None:
+    """Two walks a step, virtual loss 1, equal priors, value 0.  Walk 1 takes column 0 (all tie) and leaves a
+    lost visit on it: the root then holds 1 visit and a value sum of -1.  Walk 2: column 0 scores Q -1 + 2 *
+    1/7 / 2 = -0.857, the others FPU (0 - 1) / 2 - 0.2 + 2/7 = -0.414: column 1.  Both leaves go to the
+    network in one call; the backup takes the virtual loss back: 1 visit of value 0 on each."""
+    evaluator = UniformEvaluator()
+    tree = _tree(game.initial())
+    sims = mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=2, num_parallel=2))
+    assert sims == 2 and evaluator.num_calls == 2 and evaluator.num_positions == 3  # the root, then 2 leaves
+    assert tree.root_visits()[0].tolist() == [1, 1, 0, 0, 0, 0, 0]
+    assert tree.value_sum[0, 0].tolist() == [0] * 7 and tree.node_visits[0, 0] == 2 and tree.node_value_sum[0, 0] == 0
+
+
+def test_the_move_with_the_best_prior_term_wins_a_tie_of_values() -> None:
+    """``_puct_action`` at a node with 4 visits of mean +0.5 on column 0 and a net value 0.5: an unvisited move
+    scores the parent's mean (0.5 + 2) / 5 = 0.5 less the reduction, plus 1/7 * 1.5 * 2; column 0 scores 0.5 +
+    1/7 * 1.5 * 2 / 5.  A reduction of 0.2 leaves the unvisited first (0.729 > 0.586), one of 0.4 not (0.529)."""
+    visits, value_sum, prior, bias = [4.0] + [0.0] * 6, [2.0] + [0.0] * 6, [1 / 7] * 7, [0.0] * 7
+    assert mcts._puct_action(visits, value_sum, prior, bias, 4.0, 0.5 + 2.0, 1.5, 0.2) == 1
+    assert mcts._puct_action(visits, value_sum, prior, bias, 4.0, 0.5 + 2.0, 1.5, 0.4) == 0
+    # a move into a proven win outranks everything, an illegal one nothing
+    assert mcts._puct_action(visits, value_sum, prior, [0.0, 0.0, 0.0, 1e9, 0.0, 0.0, 0.0], 4.0, 2.5, 1.5, 0.2) == 3
+    assert mcts._puct_action(visits, value_sum, prior, [0.0] + [-np.inf] * 6, 4.0, 2.5, 1.5, 0.2) == 0
+
+
+def test_a_proof_three_plies_deep_is_carried_to_the_root() -> None:
+    # x to move: column 3 makes an open three on the bottom row (columns 1-3, 0 and 4 empty): o cannot block
+    # both ends.  Every o reply is proven lost by x's win after it, so column 3 is proven won, so the root.
+    position, mask = game.from_moves("2233")
+    assert game.to_ascii(position, mask).splitlines()[-2:] == [".oo....", ".xx...."]
+    tree = _tree((position, mask))
+    sims = mcts.search(tree, UniformEvaluator(), search_tree.SearchConfig(num_simulations=5000))
+    assert tree.root_proven()[0] == 1 and sims < 5000
+    assert tree.proven_child_values()[0, 3] == 1 and mcts.best_cols(tree)[0] in (0, 3)
+    child = int(tree.children[0, tree.root[0], int(mcts.best_cols(tree)[0])])
+    assert tree.proven[0, child] == -1  # o, to move there, is proven lost
 
 
 @pytest.mark.parametrize("num_parallel", [1, 8])
@@ -186,6 +249,10 @@ def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
         np.testing.assert_array_equal(tree.node_visits[b, :n], tree.visits[b, :n].sum(axis=1))
         np.testing.assert_allclose(tree.node_value_sum[b, :n], tree.value_sum[b, :n].sum(axis=1), atol=1e-3)
         np.testing.assert_array_equal(tree.legal_mask[b, :n], game.legal_mask(tree.mask[b, :n]))
+        terminal = [game.outcome(int(p), int(m)) for p, m in zip(tree.position[b, :n], tree.mask[b, :n], strict=True)]
+        leaves = tree.children[b, :n].max(axis=1) < 0
+        np.testing.assert_array_equal(tree.proven[b, :n][leaves],
+                                      np.array([np.nan if t is None else t for t in terminal], np.float32)[leaves])
         child = tree.children[b, :n]
         expected = np.where(child >= 0, -tree.proven[b, np.maximum(child, 0)], np.nan)
         np.testing.assert_array_equal(tree.edge_proven[b, :n], expected)
@@ -194,45 +261,79 @@ def test_cached_sums_and_proofs_agree_with_the_edges(num_parallel: int) -> None:
     assert all((~np.isnan(tree.proven[b])).sum() > 10 for b in (0, 1))  # the solver was exercised
 
 
-@pytest.mark.parametrize("fpu_reduction", [0.3, -0.4])
-def test_scalar_scores_match_the_batched_scores(fpu_reduction: float) -> None:
-    # Rows with visited and unvisited edges, illegal and proven moves, and exact ties.
-    rng = np.random.default_rng(8)
-    config = search_tree.SearchConfig(c_puct=1.7, fpu_reduction=fpu_reduction)
-    m = 500
-    visits = rng.integers(0, 4, (m, 7)).astype(np.float32) * rng.integers(0, 2, (m, 7))
-    value_sum = (rng.uniform(-1, 1, (m, 7)) * visits).astype(np.float32)
-    prior = rng.dirichlet(np.ones(7), m).astype(np.float32)
-    prior[::3] = np.float32(1 / 7)
-    score_bias = rng.choice(np.array([0, 0, 0, 1e9, -1e6, -np.inf], np.float32), (m, 7))
-    score_bias[:, 3] = 0
-    node_visits = visits.sum(axis=1)
-    node_value = rng.uniform(-1, 1, m)
-    expected = mcts._puct_score(visits, value_sum, prior, score_bias, node_visits, node_value, config).argmax(axis=1)
-    for i in range(m):
-        got = mcts._puct_argmax(visits[i].tolist(), value_sum[i].tolist(), prior[i].tolist(), score_bias[i].tolist(),
-                                float(node_visits[i]), float(node_value[i]), config.c_puct, config.fpu_reduction)
-        assert got == expected[i], i
+def test_the_compiled_win_rule_is_the_games() -> None:
+    rng = np.random.default_rng(4)
+    stones = rng.integers(0, 1 << 63, 3000, dtype=np.uint64) & np.uint64(game.BOARD_MASK)
+    stones &= rng.integers(0, 1 << 63, 3000, dtype=np.uint64)  # sparser boards: both answers occur
+    expected = game.is_win(stones)
+    assert 0 < expected.sum() < len(stones)
+    assert [bool(mcts._is_win(s)) for s in stones] == expected.tolist()
 
 
-def test_first_play_urgency_is_relative_to_the_parent() -> None:
-    # One node: 4 visits of value +0.5 on column 0, the net's value 0.5; the other columns unvisited.
-    visits = np.array([[4, 0, 0, 0, 0, 0, 0]], np.float32)
-    value_sum = np.array([[2, 0, 0, 0, 0, 0, 0]], np.float32)
-    prior = np.full((1, 7), 1 / 7, np.float32)
-    bias = np.zeros((1, 7), np.float32)
-    node_value = np.array([0.5 + 2.0])  # net value + backed-up sum: a mean of 0.5 over 1 + 4
-    u = 1 / 7 * (1.5 * np.sqrt(4.0))  # the prior term of an unvisited edge at c_puct 1.5
-    relative = search_tree.SearchConfig(c_puct=1.5, fpu_reduction=0.2)
-    score = mcts._puct_score(visits, value_sum, prior, bias, visits.sum(axis=1), node_value, relative)
-    np.testing.assert_allclose(score[0, 1:], 0.5 - 0.2 + u)
-    assert score[0, 0] == pytest.approx(0.5 + 1 / 7 * 1.5 * 2 / 5)
-    with pytest.raises(ValueError, match="fpu_reduction"):
-        search_tree.SearchConfig(fpu_reduction=3.0)
+GOLDEN_ONE_LEAF = """\
+0 1 -0.287
+2 11 +0.149
+  0 6 -0.166
+    2 5 +0.101
+      0 3 -0.224
+        2 2 +0.049
+          5 1 -0.339
+      5 1 -0.250
+  5 3 -0.139
+    2 2 +0.067
+      0 1 -0.250
+  6 1 -0.489
+4 11 +0.149
+  0 1 -0.489
+  1 3 -0.139
+    4 2 +0.067
+      6 1 -0.250
+  6 6 -0.166
+    4 5 +0.101
+      1 1 -0.250
+      6 3 -0.224
+        4 2 +0.049
+          1 1 -0.339
+6 1 -0.287"""
+
+GOLDEN_FOUR_LEAVES = """\
+0 1 -0.287
+2 11 +0.095
+  0 5 -0.131
+    2 4 +0.041
+      0 2 -0.166
+        2 1 -0.240
+      5 1 -0.250
+  5 3 -0.139
+    2 2 +0.067
+      0 1 -0.250
+  6 1 -0.489
+4 11 +0.095
+  0 1 -0.489
+  1 3 -0.139
+    4 2 +0.067
+      6 1 -0.250
+  6 5 -0.131
+    4 4 +0.041
+      1 1 -0.250
+      6 2 -0.166
+        4 1 -0.240
+6 1 -0.287"""
 
 
-def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
-    # The agent's pattern: search, keep the subtree below two plies, search again.
+@pytest.mark.parametrize(("num_parallel", "golden"), [(1, GOLDEN_ONE_LEAF), (4, GOLDEN_FOUR_LEAVES)])
+def test_golden_trees(num_parallel: int, golden: str) -> None:
+    """Whole trees, recorded from the search at 45a8a96 (its compiled kernels, which this search reproduces bit
+    for bit): 24 simulations from "44" with ``SymmetricEvaluator(0)``, one leaf a step, and four with a virtual
+    loss of 1.  A change to any rule of the search shows here, edge by edge."""
+    tree = _tree(game.from_moves("44"))
+    config = search_tree.SearchConfig(num_simulations=24, num_parallel=num_parallel, virtual_loss=1.0)
+    mcts.search(tree, SymmetricEvaluator(0), config)
+    assert render(tree) == golden
+
+
+def test_a_tree_kept_across_moves_searches_as_a_fresh_batch_member_does() -> None:
+    # The agent's pattern: search, keep the subtree below two plies, search again; alone or beside another tree.
     config = search_tree.SearchConfig(num_simulations=160, num_parallel=8)
     alone, together = _tree(game.from_moves("44")), _tree(game.from_moves("44"), game.from_moves("3"))
     for tree in (alone, together):
@@ -242,9 +343,9 @@ def test_single_tree_walk_matches_the_batched_walk_after_advancing() -> None:
     assert alone.advance(0, [col, reply]) and together.advance(0, [col, reply])
     sims = mcts.search(alone, SymmetricEvaluator(7), config)
     assert mcts.search(together, SymmetricEvaluator(7), config, num_simulations=sims) == sims
-    for name in _TREE_FIELDS:
-        np.testing.assert_array_equal(getattr(alone, name)[0], getattr(together, name)[0], err_msg=name)
-
+    assert render(alone, 0) == render(together, 0)
+    n = int(alone.num_nodes[0])
+    np.testing.assert_array_equal(alone.visits[0, :n], together.visits[0, :n])
 
 
 class StoneValues:

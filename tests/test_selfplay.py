@@ -190,6 +190,7 @@ def test_position_keys_are_the_solvers_keys() -> None:
     assert len(set(keys.tolist())) == len(set(zip(positions.tolist(), masks.tolist(), strict=True)))
 
 
+@pytest.mark.usefixtures("search_path")
 def test_the_cache_sends_each_new_position_once_and_answers_as_the_network() -> None:
     positions, masks = _random_positions(np.random.default_rng(1), 6)
     obs = game.encode(positions, masks)
@@ -204,7 +205,7 @@ def test_the_cache_sends_each_new_position_once_and_answers_as_the_network() -> 
         np.testing.assert_array_equal(logits, expected_logits)
         np.testing.assert_array_equal(value, expected_value)
         assert (inner.sent.pop() if sent else []) == [keys[row] for row in sent] and not inner.sent
-        assert len(cached._row) <= cached.max_positions
+        assert cached.num_positions <= cached.max_positions
 
     check([1, 0, 1, 0], sent=[1, 0])  # a repeat within the call is sent once, in first-seen order
     check([0, 2], sent=[2])           # what was seen is answered from memory
@@ -216,6 +217,7 @@ def test_the_cache_sends_each_new_position_once_and_answers_as_the_network() -> 
     assert (cached.num_evaluations, cached.num_network_evaluations) == (11, 6)
 
 
+@pytest.mark.usefixtures("search_path")
 def test_the_cache_changes_the_cost_not_the_games() -> None:
     cfg = config.make_config("smoke", overrides=[*PLAIN, "mcts.num_simulations=32"])
     played = {}
@@ -234,3 +236,45 @@ def test_the_cache_changes_the_cost_not_the_games() -> None:
     assert full_stats.num_network_evaluations < small_stats.num_network_evaluations < asked
     with pytest.raises(config.ConfigError, match="cache_positions"):
         config.make_config("smoke", overrides=["selfplay.cache_positions=-1"])
+
+
+@pytest.mark.usefixtures("search_path")
+@pytest.mark.parametrize("max_positions", [1 << 20, 150])
+def test_the_table_grows_and_empties_and_answers_as_the_network(max_positions: int) -> None:
+    """Through the table's growth (from 4,096 slots, kept at most half full) and (150) its clears: every answer is
+    the network's, and each call sends exactly the positions not held, once each, in first-seen order."""
+    rng = np.random.default_rng(7)
+    positions, masks = _random_positions(rng, 3000)
+    pool = game.encode(positions, masks)
+    inner = _RowByRowEvaluator()
+    cached = selfplay.CachedEvaluator(inner, max_positions)
+    held: set[int] = set()
+    for _ in range(40):
+        obs = pool[rng.integers(0, len(pool), int(rng.integers(1, 400)))]
+        keys = selfplay.position_keys(obs).tolist()
+        if len(held) + len(obs) > max_positions:
+            held.clear()
+        want = list(dict.fromkeys(k for k in keys if k not in held))
+        logits, value = cached.evaluate(obs)
+        expected_logits, expected_value = _RowByRowEvaluator().evaluate(obs)
+        np.testing.assert_array_equal(logits, expected_logits)
+        np.testing.assert_array_equal(value, expected_value)
+        assert (inner.sent.pop() if want else []) == want and not inner.sent
+        held.update(want)
+        assert cached.num_positions == len(held) <= max(max_positions, len(obs))
+    assert max_positions < 4096 or len(cached._keys) > 4096  # the table grew
+
+
+@pytest.mark.usefixtures("search_path")
+def test_a_failed_network_call_leaves_the_memory_empty() -> None:
+    class Failing:
+        def evaluate(self, obs):
+            raise RuntimeError("out of memory")
+
+    memory = selfplay.CachedEvaluator(Failing())
+    obs = game.encode(*game.from_moves("4"))[None]
+    with pytest.raises(RuntimeError):
+        memory.evaluate(obs)
+    assert memory.num_positions == 0
+    memory.inner = _RowByRowEvaluator()
+    np.testing.assert_array_equal(memory.evaluate(obs)[0], _RowByRowEvaluator().evaluate(obs)[0])

@@ -1,311 +1,336 @@
-"""PUCT Monte Carlo tree search over many Connect Four positions at once. numpy only.
+"""PUCT Monte Carlo tree search, written once for one tree; many trees are a loop over it.
 
-Walks, backs up and searches ``search_tree.Tree`` (edge statistics from the side to move at the
-edge's parent).  A value handed to ``_backup`` is from the side to move at the leaf; the sign flips
-in exactly one place, in ``_backup``.
+Walks, grows, backs up and searches ``search_tree.Tree`` (edge statistics from the side to move at the edge's
+parent).  Each rule is one plain function on one tree's arrays (node arrays ``[N]``, edge arrays ``[N, A]``):
+``_puct_action`` and ``_walk`` (PUCT with first-play urgency, virtual loss, the proof biases), ``_add_leaves``
+and ``_new_node`` (the nodes the walks stopped in front of), ``_backup`` (the one sign flip) and ``_prove``
+(proven results carried up, MCTS-solver, Winands et al. 2008: a node with a child lost for the opponent is won,
+a node whose moves are all proven takes the best of them).  ``_walk_trees`` and ``_backup_trees`` loop them over
+the ``B`` trees, as mctx ``vmap``s one tree's step.
 
-One simulation step selects ``num_parallel`` leaves in every tree (a virtual loss between them),
-evaluates all new leaves in **one** network call, then backs up: self-play runs many trees with one
-leaf each, the agent one tree with several.  Terminal positions are scored by the rules, never by
-the network.  Proven results (MCTS-solver, Winands et al. 2008) are carried up the tree: a node with
-a child lost for the opponent is won, a node whose children are all proven takes the best of them."""
+The functions use only what numba compiles: ``compile_search`` njits them (``jit.Compiler``) where numba
+imports, and from then on ``simulate`` runs them compiled; before, or without numba, the same functions run as
+Python.  Both give the same trees, bit for bit (float64 scores, float32 sums, the same order).
+
+One simulation step selects ``num_parallel`` leaves in every tree (a virtual loss between them), evaluates all
+new leaves in **one** network call (``search_tree.evaluate_nodes``), then backs up: self-play runs many trees
+with one leaf each, the agent one tree with several.  A value backed up is from the side to move at the leaf;
+terminal positions are scored by the rules, never by the network."""
 
 from __future__ import annotations
 
+import math
 import time
+import types
 
 import numpy as np
 
-from connectx_az.engine import game, mcts_numba, search_tree
+from connectx_az.engine import game, jit, search_tree
 
 A = game.NUM_ACTIONS
 
 _MAX_DEPTH = search_tree.MAX_DEPTH
+# constants as numpy scalars and arrays: numba compiles them in
+_U = np.uint64
+_BOTTOM_BITS = np.array(game.BOTTOM_BITS, np.uint64)
+_TOP_BITS = np.array(game.TOP_BITS, np.uint64)
+_BOARD_MASK = _U(game.BOARD_MASK)
+# shift counts as uint64: numba types a uint64 shifted by an int64 as a float
+_S1, _S2, _S6, _S7, _S8, _S12, _S14, _S16 = _U(1), _U(2), _U(6), _U(7), _U(8), _U(12), _U(14), _U(16)
 _WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
+_NAN = np.float32(np.nan)
+_NEG_INF = np.float32(-np.inf)
 
 
-# Twins: each batched function (numpy over all trees) has a single-tree twin (``*_one``, Python floats:
-# numpy's per-call cost outweighs the arithmetic on one tree's 7-wide rows) right after it, giving the
-# same results bit for bit (float64, same operation order); tests/test_mcts.py holds them equal.
+def _row(array: np.ndarray, node: int) -> list:
+    """A node's ``A`` edge values: a list in Python (a list's items read several times faster than an array's),
+    the row itself when compiled (``_row_compiled`` takes its place).  The values are the same."""
+    return array[node].tolist()
 
 
-def _puct_score(visits: np.ndarray, value_sum: np.ndarray, prior: np.ndarray, score_bias: np.ndarray,
-                node_visits: np.ndarray, node_value: np.ndarray, config: search_tree.SearchConfig) -> np.ndarray:
-    """``float64[M, A]`` PUCT score of each edge of ``M`` nodes, from the side to move at each node.  Edge statistics
-    are ``float32[M, A]``, ``node_visits`` ``float32[M]``, ``node_value`` (the net value plus ``node_value_sum``)
-    ``float64[M]``."""
-    visits = visits.astype(np.float64)
-    node_visits = node_visits.astype(np.float64)[:, None]
-    fpu_value = node_value[:, None] / (1.0 + node_visits) - config.fpu_reduction
-    visited = visits > 0
-    q = np.where(visited, value_sum.astype(np.float64) / np.where(visited, visits, 1.0), fpu_value)
-    u = prior.astype(np.float64) * ((config.c_puct * np.sqrt(np.maximum(node_visits, 1.0))) / (1.0 + visits))
-    return q + u + score_bias.astype(np.float64)
+def _row_compiled(array: np.ndarray, node: int) -> np.ndarray:
+    """``_row`` compiled: the row, a view."""
+    return array[node]
 
 
-def _puct_argmax(visits: list[float], value_sum: list[float], prior: list[float], score_bias: list[float],
-                 node_visits: float, node_value: float, c_puct: float, fpu_reduction: float) -> int:
-    """``_puct_score(...).argmax()`` for one node, on Python floats (lists of ``A``); the first of equal maxima."""
+def _puct_action(visits, value_sum, prior, score_bias, node_visits: float, node_value: float, c_puct: float,
+                 fpu_reduction: float) -> int:
+    """The move PUCT picks at a node: the first of the highest ``score`` (``search_tree.SearchConfig``).
+
+    ``visits``, ``value_sum``, ``prior``, ``score_bias``: the node's ``A`` edge values, from its side to move;
+    ``node_visits`` their visit sum, ``node_value`` its net value plus its value sum.  float64 throughout."""
     fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
-    scale = c_puct * float(np.sqrt(node_visits if node_visits > 1.0 else 1.0))
-    best, best_score = 0, -np.inf
+    scale = c_puct * math.sqrt(max(node_visits, 1.0))
+    best = 0
+    best_score = -math.inf
     for action in range(A):
-        n = visits[action]
-        score = (value_sum[action] / n if n > 0 else fpu_value) + prior[action] * (scale / (1.0 + n)) \
-            + score_bias[action]
+        n = float(visits[action])
+        q = float(value_sum[action]) / n if n > 0 else fpu_value
+        score = q + float(prior[action]) * (scale / (1.0 + n)) + float(score_bias[action])
         if score > best_score:
-            best, best_score = action, score
+            best = action
+            best_score = score
     return best
 
 
-def _select(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
-            path_action: np.ndarray, depth: np.ndarray) -> None:
-    """Walk ``K`` times down from every root by PUCT to a leaf, writing the paths.
+def _walk(visits, value_sum, prior, score_bias, children, is_expanded, proven, node_visits, node_value_sum,
+          net_value, root, c_puct, fpu_reduction, virtual_loss, path_node, path_action, depth) -> None:
+    """``K`` walks down one tree from ``root`` by PUCT, each to a node not yet created, not expanded, or proven.
 
-    Fills ``path_node``/``path_action int[K, B, D]`` and ``depth int[K, B]``: walk ``k`` of tree ``b``
-    crossed edges ``(path_node[k, b, d], path_action[k, b, d])`` for ``d < depth[k, b]``, the last
-    leading to a node not yet created, not yet expanded, or proven (a proven root: ``depth == 0``).
-    Each crossed edge gets ``virtual_loss`` so that later walks spread out."""
-    n_slots = tree.capacity
-    # Gathers use ``take`` on flat ``b * N + node`` rows and ``row * A + action`` edges: faster than fancy indexing.
-    visits, value_sum = tree.visits.reshape(-1, A), tree.value_sum.reshape(-1, A)
-    prior, score_bias = tree.prior.reshape(-1, A), tree.score_bias.reshape(-1, A)
-    children = tree.children.reshape(-1)
-    node_visits, node_value_sum = tree.node_visits.reshape(-1), tree.node_value_sum.reshape(-1)
-    net_value, proven = tree.net_value.reshape(-1), tree.proven.reshape(-1)
-    is_expanded = tree.is_expanded.reshape(-1)
-    edge_arrays = (tree.visits.reshape(-1), tree.value_sum.reshape(-1), node_visits, node_value_sum)
-    depth[:] = 0
-    for walk in range(path_node.shape[0]):
-        walk_node, walk_action, walk_depth = path_node[walk].T, path_action[walk].T, depth[walk]
-        idx = np.arange(tree.batch_size)
-        node = tree.root.astype(np.intp)
-        row = idx * n_slots + node
-        live = np.isnan(proven.take(row))
-        idx, node, row = idx[live], node[live], row[live]
-        for d in range(_MAX_DEPTH):
-            if idx.size == 0:
-                break
-            node_value = net_value.take(row).astype(np.float64) + node_value_sum.take(row)
-            score = _puct_score(visits.take(row, axis=0), value_sum.take(row, axis=0), prior.take(row, axis=0),
-                                score_bias.take(row, axis=0), node_visits.take(row), node_value, config)
-            action = score.argmax(axis=1)
-            edge = row * A + action
-            if virtual_loss:
-                _add_virtual_loss(*edge_arrays, edge, row, virtual_loss)
-            walk_node[d, idx] = node
-            walk_action[d, idx] = action
-            walk_depth[idx] = d + 1
-            node = children.take(edge).astype(np.intp)
-            row = idx * n_slots + node
-            safe = np.maximum(row, 0)
-            go = (node >= 0) & is_expanded.take(safe) & np.isnan(proven.take(safe))
-            idx, node, row = idx[go], node[go], row[go]
-
-
-def _select_one(tree: search_tree.Tree, config: search_tree.SearchConfig, virtual_loss: float, path_node: np.ndarray,
-                path_action: np.ndarray, depth: np.ndarray) -> None:
-    """``_select`` for a single tree (``B == 1``), one node at a time on Python floats (``_puct_argmax``)."""
-    visits, value_sum, prior, score_bias = tree.visits[0], tree.value_sum[0], tree.prior[0], tree.score_bias[0]
-    children, is_expanded, proven = tree.children[0], tree.is_expanded[0], tree.proven[0]
-    node_visits, node_value_sum, net_value = tree.node_visits[0], tree.node_value_sum[0], tree.net_value[0]
-    edge_arrays = (visits.reshape(-1), value_sum.reshape(-1), node_visits, node_value_sum)
-    c_puct, fpu_reduction = config.c_puct, config.fpu_reduction
-    root = int(tree.root[0])
-    for walk in range(path_node.shape[0]):
-        nodes, actions = path_node[walk, 0], path_action[walk, 0]
+    Walk ``w`` crosses edges ``(path_node[w, d], path_action[w, d])`` for ``d < depth[w]`` (``int64[K, D]``,
+    ``int64[K]``; a proven root: depth 0).  Each crossed edge takes ``virtual_loss`` (0: none): it looks like
+    that many lost visits to its chooser, so that later walks spread out."""
+    vl = np.float32(virtual_loss)
+    for w in range(depth.shape[0]):
         node = root
         d = 0
         if proven[node] != proven[node]:  # NaN: not proven
             while True:
-                action = _puct_argmax(visits[node].tolist(), value_sum[node].tolist(), prior[node].tolist(),
-                                      score_bias[node].tolist(), float(node_visits[node]),
-                                      float(net_value[node]) + float(node_value_sum[node]), c_puct,
-                                      fpu_reduction)
-                if virtual_loss:
-                    _add_virtual_loss(*edge_arrays, node * A + action, node, virtual_loss)
-                nodes[d] = node
-                actions[d] = action
+                best = _puct_action(_row(visits, node), _row(value_sum, node), _row(prior, node),
+                                    _row(score_bias, node), float(node_visits[node]),
+                                    float(net_value[node]) + float(node_value_sum[node]), c_puct, fpu_reduction)
+                if virtual_loss != 0:
+                    visits[node, best] += vl
+                    value_sum[node, best] -= vl
+                    node_visits[node] += vl
+                    node_value_sum[node] -= vl
+                path_node[w, d] = node
+                path_action[w, d] = best
                 d += 1
-                nxt = int(children[node, action])
+                nxt = children[node, best]
                 if nxt < 0 or not is_expanded[nxt] or proven[nxt] == proven[nxt]:
                     break
                 node = nxt
-        depth[walk, 0] = d
+        depth[w] = d
 
 
-def _add_leaves(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
-                depth: np.ndarray) -> np.ndarray:
-    """``int[M]``: the node each walk reached, creating the nodes the walks stopped in front of.
-
-    Walk ``i`` of tree ``trees[i]`` is ``path_node``/``path_action int[M, D]``, ``depth int[M]`` (depth 0
-    stays at the root).  Each distinct new edge gets one node; a tree's new nodes are numbered after its
-    existing ones in the order of their ``(parent, action)``."""
-    bsz = tree.batch_size
-    rows = np.arange(trees.size)
-    parent = path_node[rows, np.maximum(depth - 1, 0)]
-    action = path_action[rows, np.maximum(depth - 1, 0)]
-    has_edge = depth > 0
-    child = np.where(has_edge, tree.children[trees, parent, action], -1).astype(np.intp)
-    new = has_edge & (child < 0)
-    if new.any():
-        key = (trees[new] * tree.capacity + parent[new]) * A + action[new]
-        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        ub = trees[new][first]
-        up = parent[new][first]
-        ua = action[new][first]
-        order = np.argsort(ub, kind="stable")
-        rank = np.empty_like(order)
-        counts = np.bincount(ub, minlength=bsz)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        rank[order] = np.arange(order.size) - starts[ub[order]]
-        ids = tree.num_nodes[ub] + rank
-        tree.num_nodes += counts.astype(np.int32)
-        tree._init_nodes(ub, ids, *game.play(tree.position[ub, up], tree.mask[ub, up], ua))
-        tree.children[ub, up, ua] = ids
-        child[new] = ids[inverse.reshape(-1)]
-    return np.where(has_edge, child, tree.root[trees])
+def _is_win(stones: np.uint64) -> bool:
+    """``game.is_win`` of one ``uint64`` (numba needs uint64 shift counts); tests/test_mcts.py holds them equal."""
+    vertical = stones & (stones >> _S1)
+    rising = stones & (stones >> _S6)
+    horizontal = stones & (stones >> _S7)
+    falling = stones & (stones >> _S8)
+    return ((vertical & (vertical >> _S2)) | (rising & (rising >> _S12)) | (horizontal & (horizontal >> _S14))
+            | (falling & (falling >> _S16))) != 0
 
 
-def _add_leaves_one(tree: search_tree.Tree, path_node: np.ndarray, path_action: np.ndarray,
-                    depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_add_leaves`` for tree 0 alone (``B == 1``; ``path_node``/``path_action int[K, D]``, ``depth int[K]``), in
-    Python; returns ``leaf int[K]`` and the leaves that still need the network, ascending as ``expand`` orders them."""
-    children, proven, is_expanded = tree.children[0], tree.proven[0], tree.is_expanded[0]
-    root = int(tree.root[0])
-    ends = [(int(nodes[d - 1]), int(actions[d - 1])) if d else None
-            for nodes, actions, d in zip(path_node, path_action, depth.tolist(), strict=True)]
-    new = sorted({end for end in ends if end is not None and children[end] < 0})
-    if new:
-        first = int(tree.num_nodes[0])
-        parent, action = np.array(new, np.intp).T
-        ids = np.arange(first, first + len(new), dtype=np.intp)
-        tree._init_nodes(np.zeros(len(new), np.intp), ids,
-                         *game.play(tree.position[0, parent], tree.mask[0, parent], action))
-        children[parent, action] = ids
-        tree.num_nodes[0] = first + len(new)
-    leaf = [root if end is None else int(children[end]) for end in ends]
-    open_leaves = sorted({node for node in leaf if proven[node] != proven[node] and not is_expanded[node]})
-    return np.array(leaf, np.intp), np.array(open_leaves, np.intp)
-
-
-def _path_edges(trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
-                depth: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``(row, d, b, node, action)``, each ``int[E]``: edge ``(b, node, action)`` is step ``d`` of path ``row``."""
-    on = np.arange(int(depth.max(initial=0))) < depth[:, None]
-    row, d = np.nonzero(on)
-    return row, d, trees[row], path_node[row, d], path_action[row, d]
-
-
-def _add_virtual_loss(visits: np.ndarray, value_sum: np.ndarray, node_visits: np.ndarray,
-                      node_value_sum: np.ndarray, edge: np.ndarray | int, row: np.ndarray | int,
-                      amount: float) -> None:
-    """Make distinct edges look like ``amount`` lost visits for their chooser.  The tree's arrays come flattened:
-    ``visits``/``value_sum`` ``[B * N * A]`` indexed by ``edge``, ``node_visits``/``node_value_sum`` ``[B * N]`` by
-    ``row`` (``edge == row * A + action``)."""
-    visits[edge] += amount
-    value_sum[edge] -= amount
-    node_visits[row] += amount
-    node_value_sum[row] -= amount
-
-
-def _backup(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
-            depth: np.ndarray, leaf_value: np.ndarray, virtual_loss: float) -> None:
-    """Add one visit and the leaf value to every edge of each path, taking back the virtual loss.
-
-    ``leaf_value float32[M]`` is from the side to move at the leaf.  The edge at depth ``d`` belongs to
-    the side to move at ``path_node[:, d]``: the leaf's when ``depth - d`` is even, else the opponent
-    (the one place where the perspective flips).  ``virtual_loss``: what each path carries (0 for none)."""
-    row, d, b, node, action = _path_edges(trees, path_node, path_action, depth)
-    if row.size == 0:
-        return
-    value = np.where((depth[row] - d) % 2 == 1, -leaf_value[row], leaf_value[row]) + np.float32(virtual_loss)
-    value = value.astype(np.float32)
-    visits = np.float32(1.0 - virtual_loss)
-    # Paths of one tree share edges when several leaves are selected per step.
-    if trees.size == tree.batch_size:
-        tree.visits[b, node, action] += visits
-        tree.value_sum[b, node, action] += value
-        tree.node_visits[b, node] += visits
-        tree.node_value_sum[b, node] += value
+def _new_node(position, mask, children, proven, legal_mask, score_bias, parent, action, child) -> None:
+    """Make node ``child`` the position after ``action`` at ``parent`` (``game.play``), proven by the rules."""
+    children[parent, action] = child
+    m = mask[parent]
+    stones = position[parent] ^ m  # the new side to move's
+    m = m | (m + _BOTTOM_BITS[action])
+    position[child] = stones
+    mask[child] = m
+    if _is_win(stones ^ m):  # the player who just moved
+        proven[child] = -1.0
+    elif m == _BOARD_MASK:
+        proven[child] = 0.0
     else:
-        np.add.at(tree.visits, (b, node, action), visits)
-        np.add.at(tree.value_sum, (b, node, action), value)
-        np.add.at(tree.node_visits, (b, node), visits)
-        np.add.at(tree.node_value_sum, (b, node), value)
+        proven[child] = _NAN
+    for col in range(A):
+        legal = (m & _TOP_BITS[col]) == 0
+        legal_mask[child, col] = legal
+        score_bias[child, col] = 0.0 if legal else _NEG_INF
 
 
-def _proven_from_edges(edge_proven: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """``float32[...]`` a node's proven value from its ``[..., A]`` move values, NaN if open."""
-    wins = (edge_proven == 1).any(axis=-1)
-    settled = (~legal | ~np.isnan(edge_proven)).all(axis=-1)
-    best = np.where(legal, edge_proven, -np.inf).max(axis=-1)
-    return np.where(wins, 1.0, np.where(settled, best, np.nan)).astype(np.float32)
+def _insert(keys, count, key) -> int:
+    """Put ``key`` into ``keys[:count]`` (ascending, distinct) unless it is there; returns the new count."""
+    i = 0
+    while i < count and keys[i] < key:
+        i += 1
+    if i < count and keys[i] == key:
+        return count
+    for j in range(count, i, -1):
+        keys[j] = keys[j - 1]
+    keys[i] = key
+    return count + 1
 
 
-def _propagate_proofs(tree: search_tree.Tree, trees: np.ndarray, path_node: np.ndarray, path_action: np.ndarray,
-                      depth: np.ndarray, leaf: np.ndarray) -> None:
-    """Carry newly proven leaves up their paths (MCTS-solver), stopping at the first parent that stays open."""
-    i = np.flatnonzero(depth > 0)
-    last = depth[i] - 1
-    i = i[~np.isnan(tree.proven[trees[i], leaf[i]])
-          & np.isnan(tree.edge_proven[trees[i], path_node[i, last], path_action[i, last]])]
-    child, d = leaf[i], depth[i] - 1
-    while i.size:
-        b, node, action = trees[i], path_node[i, d], path_action[i, d]
-        value = -tree.proven[b, child]
-        tree.edge_proven[b, node, action] = value
-        tree.score_bias[b, node, action] = np.where(value == 1, _WIN_BIAS, np.where(value == -1, _LOSS_BIAS, 0))
-        derived = _proven_from_edges(tree.edge_proven[b, node], tree.legal_mask[b, node])
-        newly = ~np.isnan(derived) & np.isnan(tree.proven[b, node])
-        tree.proven[b[newly], node[newly]] = derived[newly]
-        up = newly & (d > 0)
-        i, child, d = i[up], node[up], d[up] - 1
+def _add_leaves(position, mask, children, is_expanded, proven, legal_mask, score_bias, root, num_nodes, path_node,
+                path_action, depth, leaf, ends, open_node) -> tuple[int, int]:
+    """Create the nodes one tree's walks stopped in front of; returns ``(num_nodes, num_open)`` after.
+
+    Each distinct new edge gets one node, numbered from ``num_nodes`` in the order of ``parent * A + action``
+    (``ends``: scratch, ``int64[K]``).  ``leaf[w]`` is the node walk ``w`` reached (the root at depth 0); the
+    open ones (neither proven nor expanded), distinct and ascending, go to ``open_node[:num_open]``."""
+    count = 0
+    for w in range(depth.shape[0]):
+        d = depth[w]
+        if d > 0 and children[path_node[w, d - 1], path_action[w, d - 1]] < 0:
+            count = _insert(ends, count, path_node[w, d - 1] * A + path_action[w, d - 1])
+    for i in range(count):
+        _new_node(position, mask, children, proven, legal_mask, score_bias, ends[i] // A, ends[i] % A,
+                  num_nodes + i)
+    num_open = 0
+    for w in range(depth.shape[0]):
+        d = depth[w]
+        node = children[path_node[w, d - 1], path_action[w, d - 1]] if d > 0 else root
+        leaf[w] = node
+        if proven[node] != proven[node] and not is_expanded[node]:
+            num_open = _insert(open_node, num_open, node)
+    return num_nodes + count, num_open
 
 
-def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
-             kernels: mcts_numba.Kernels | None = None) -> int:
-    """One batched step: ``num_parallel`` leaves per tree, one network call, backup; returns the simulations added
-    over all trees.  With ``kernels`` (``mcts_numba.compile_kernels()``) the step runs compiled, to the same tree."""
-    if kernels is not None:
-        return kernels.simulate(tree, evaluator, config)
+def _backup(visits, value_sum, node_visits, node_value_sum, net_value, proven, path_node, path_action, depth, leaf,
+            virtual_loss) -> None:
+    """Add one visit and its leaf's value to every edge of each walk of one tree, taking back the virtual loss.
+
+    A leaf's value is its proven value, else its net value, from the side to move at the leaf.  The edge at
+    depth ``d`` belongs to the side to move at ``path_node[w, d]``: the leaf's when ``depth - d`` is even, else
+    the opponent (the one place where the perspective flips).  float32 sums, walk by walk, edge by edge."""
+    vl = np.float32(virtual_loss)
+    add = np.float32(1.0 - virtual_loss)
+    for w in range(depth.shape[0]):
+        node = leaf[w]
+        value = net_value[node] if proven[node] != proven[node] else proven[node]
+        for d in range(depth[w]):
+            v = np.float32((-value if (depth[w] - d) % 2 == 1 else value) + vl)
+            node = path_node[w, d]
+            action = path_action[w, d]
+            visits[node, action] += add
+            value_sum[node, action] += v
+            node_visits[node] += add
+            node_value_sum[node] += v
+
+
+def _prove(proven, edge_proven, score_bias, legal_mask, path_node, path_action, depth, leaf) -> None:
+    """Carry newly proven leaves of one tree up their walks, stopping at the first node that stays open.
+
+    A move into a proven child takes ``-proven[child]`` (``edge_proven``) and a score bias (a win first, a loss
+    last); a node is won by any won move, and otherwise proven once every legal move is, at the best of them."""
+    for w in range(depth.shape[0]):
+        d = depth[w] - 1
+        child = leaf[w]
+        if d < 0 or proven[child] != proven[child] \
+                or edge_proven[path_node[w, d], path_action[w, d]] == edge_proven[path_node[w, d], path_action[w, d]]:
+            continue
+        while True:
+            node = path_node[w, d]
+            action = path_action[w, d]
+            value = -proven[child]
+            edge_proven[node, action] = value
+            score_bias[node, action] = _WIN_BIAS if value == 1 else (_LOSS_BIAS if value == -1 else 0.0)
+            wins = False
+            settled = True
+            best = _NEG_INF
+            for col in range(A):
+                e = edge_proven[node, col]
+                if e == 1:
+                    wins = True
+                if legal_mask[node, col]:
+                    if e != e:
+                        settled = False
+                    elif e > best:
+                        best = e
+            if not (wins or settled) or proven[node] == proven[node]:
+                break
+            proven[node] = 1.0 if wins else best
+            if d == 0:
+                break
+            child = node
+            d -= 1
+
+
+def _walk_trees(visits, value_sum, prior, score_bias, children, is_expanded, proven, node_visits, node_value_sum,
+                net_value, position, mask, legal_mask, root, num_nodes, c_puct, fpu_reduction, virtual_loss,
+                path_node, path_action, depth, leaf, ends, open_b, open_node) -> int:
+    """``_walk`` then ``_add_leaves`` in each of the ``B`` trees (the ``Tree``'s arrays); returns how many open
+    leaves there are: ``(open_b[i], open_node[i])``, by tree, then node.  Walk ``w`` of tree ``b`` is
+    ``path_node[b, w]``/``path_action[b, w]`` (``int64[B, K, D]``), ``depth[b, w]``, ``leaf[b, w]``."""
+    num_open = 0
+    for b in range(root.shape[0]):
+        _walk(visits[b], value_sum[b], prior[b], score_bias[b], children[b], is_expanded[b], proven[b],
+              node_visits[b], node_value_sum[b], net_value[b], root[b], c_puct, fpu_reduction, virtual_loss,
+              path_node[b], path_action[b], depth[b])
+        nodes, count = _add_leaves(position[b], mask[b], children[b], is_expanded[b], proven[b], legal_mask[b],
+                                   score_bias[b], root[b], num_nodes[b], path_node[b], path_action[b], depth[b],
+                                   leaf[b], ends, open_node[num_open:])
+        num_nodes[b] = nodes
+        open_b[num_open:num_open + count] = b
+        num_open += count
+    return num_open
+
+
+def _backup_trees(visits, value_sum, node_visits, node_value_sum, net_value, proven, edge_proven, score_bias,
+                  legal_mask, path_node, path_action, depth, leaf, virtual_loss) -> None:
+    """``_backup`` then ``_prove`` in each tree (arrays as in ``_walk_trees``), once its leaves are evaluated."""
+    for b in range(leaf.shape[0]):
+        _backup(visits[b], value_sum[b], node_visits[b], node_value_sum[b], net_value[b], proven[b], path_node[b],
+                path_action[b], depth[b], leaf[b], virtual_loss)
+        _prove(proven[b], edge_proven[b], score_bias[b], legal_mask[b], path_node[b], path_action[b], depth[b],
+               leaf[b])
+
+
+_STEPS = (_puct_action, _walk, _is_win, _new_node, _insert, _add_leaves, _backup, _prove, _walk_trees,
+          _backup_trees)
+_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled}, key=(game.ROWS, game.COLS))
+
+
+def compile_search(*, cache: bool = False) -> bool:
+    """Compile the search where numba imports (once a process; ``compile_seconds()`` says how long it took);
+    from then on ``simulate`` runs compiled.  False where numba is missing or fails (``compile_error()``):
+    the search runs as Python, to the same trees.  ``cache=True``: numba's cache on disk (training)."""
+    return _COMPILER.compile(cache=cache) is not None
+
+
+def is_compiled() -> bool:
+    """True once this process compiled the search (this module or an earlier copy of it)."""
+    return _COMPILER.cached() is not None
+
+
+def compile_error() -> str | None:
+    """Why the compile failed in this process (``None``: it did not, or did not run)."""
+    return _COMPILER.error
+
+
+def compile_seconds() -> float:
+    """Seconds this module's compile took in this process (0 if it did not compile)."""
+    return _COMPILER.seconds
+
+
+def _steps():
+    """The step functions ``simulate`` runs: compiled if this process compiled them, else this module's own."""
+    compiled = _COMPILER.cached()
+    return _PYTHON_STEPS if compiled is None else compiled
+
+
+_PYTHON_STEPS = types.SimpleNamespace(**{f.__name__: f for f in _STEPS})
+
+
+def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig) -> int:
+    """One step: ``num_parallel`` walks per tree, their new leaves evaluated in one call, the backup; returns the
+    simulations added over all trees."""
     k = config.num_parallel
     bsz = tree.batch_size
     tree.ensure_capacity(k)
-    virtual_loss = config.virtual_loss if k > 1 else 0.0
-    path_node = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
-    path_action = np.zeros((k, bsz, _MAX_DEPTH), np.intp)
-    depth = np.zeros((k, bsz), np.intp)
-    if bsz == 1:
-        _select_one(tree, config, virtual_loss, path_node, path_action, depth)
-        path_node, path_action, depth = path_node[:, 0], path_action[:, 0], depth[:, 0]
-        trees = np.zeros(k, np.intp)
-        leaf, open_leaves = _add_leaves_one(tree, path_node, path_action, depth)
-        if open_leaves.size:
-            search_tree.evaluate_nodes(tree, np.zeros(open_leaves.size, np.intp), open_leaves, evaluator)
-    else:
-        _select(tree, config, virtual_loss, path_node, path_action, depth)
-        trees = np.tile(np.arange(bsz), k)
-        path_node = path_node.reshape(k * bsz, _MAX_DEPTH)
-        path_action = path_action.reshape(k * bsz, _MAX_DEPTH)
-        depth = depth.reshape(-1)
-        leaf = _add_leaves(tree, trees, path_node, path_action, depth)
-        search_tree.expand(tree, trees, leaf, evaluator)
-    proven = tree.proven[trees, leaf]
-    leaf_value = np.where(np.isnan(proven), tree.net_value[trees, leaf], proven).astype(np.float32)
-    _backup(tree, trees, path_node, path_action, depth, leaf_value, virtual_loss)
-    _propagate_proofs(tree, trees, path_node, path_action, depth, leaf)
-    return int(trees.size)
+    virtual_loss = float(config.virtual_loss) if k > 1 else 0.0
+    path_node = np.zeros((bsz, k, _MAX_DEPTH), np.int64)
+    path_action = np.zeros((bsz, k, _MAX_DEPTH), np.int64)
+    depth, leaf = np.zeros((bsz, k), np.int64), np.zeros((bsz, k), np.int64)
+    open_b, open_node = np.zeros(bsz * k, np.int64), np.zeros(bsz * k, np.int64)
+    steps = _steps()
+    count = steps._walk_trees(tree.visits, tree.value_sum, tree.prior, tree.score_bias, tree.children,
+                              tree.is_expanded, tree.proven, tree.node_visits, tree.node_value_sum, tree.net_value,
+                              tree.position, tree.mask, tree.legal_mask, tree.root, tree.num_nodes,
+                              float(config.c_puct), float(config.fpu_reduction), virtual_loss, path_node,
+                              path_action, depth, leaf, np.zeros(k, np.int64), open_b, open_node)
+    if count:
+        search_tree.evaluate_nodes(tree, open_b[:count], open_node[:count], evaluator)
+    steps._backup_trees(tree.visits, tree.value_sum, tree.node_visits, tree.node_value_sum, tree.net_value,
+                        tree.proven, tree.edge_proven, tree.score_bias, tree.legal_mask, path_node, path_action,
+                        depth, leaf, virtual_loss)
+    return bsz * k
 
 
 def search(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig, *,
-           num_simulations: int | None = None, deadline: float | None = None, rng: np.random.Generator | None = None,
-           kernels: mcts_numba.Kernels | None = None) -> int:
+           num_simulations: int | None = None, deadline: float | None = None,
+           rng: np.random.Generator | None = None) -> int:
     """Run simulations on every tree from its current root; returns simulations per tree.
 
     Stops after ``num_simulations`` (default ``config.num_simulations``) per tree, at the
     ``time.perf_counter()`` ``deadline``, or once every root is proven.  ``rng`` mixes Dirichlet noise
-    into the root priors (self-play); without it the search is deterministic.  ``kernels``: see ``simulate``."""
+    into the root priors (self-play); without it the search is deterministic."""
     budget = config.num_simulations if num_simulations is None else num_simulations
     bsz = tree.batch_size
     b = np.arange(bsz)
@@ -318,7 +343,7 @@ def search(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: sea
             break
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        simulate(tree, evaluator, config, kernels)
+        simulate(tree, evaluator, config)
         done += config.num_parallel
     return done
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from connectx_az import paths
-from connectx_az.engine import game, mcts, mcts_numba, search_tree
+from connectx_az.engine import game, mcts, search_tree
 
 #: set name -> file, in the README's order (easiest stage first); Begin-Hard is partial
 SETS = {
@@ -159,7 +159,8 @@ def _choose_search(evaluator: search_tree.Evaluator, positions: list[tuple[int, 
     p = np.array([x[0] for x in positions], np.uint64)
     m = np.array([x[1] for x in positions], np.uint64)
     tree = search_tree.Tree(p, m, capacity=search.num_simulations + 1)
-    mcts.search(tree, evaluator, search, kernels=mcts_numba.compile_kernels(cache=True))
+    mcts.compile_search(cache=True)  # where numba imports: the same columns, sooner
+    mcts.search(tree, evaluator, search)
     return list(mcts.best_cols(tree))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from connectx_az.engine import game, mcts_numba
+from connectx_az.engine import game
 from connectx_az.tools import bench
 
 
@@ -48,7 +48,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
     ``evaluator="free"`` replaces the network by ``FreeEvaluator``: the rate is then the tree work's alone,
     ``tree_evals_per_s`` (and per process doing tree work).  ``mean_leaf_depth`` says how deep the trees were.
     ``device`` and ``precision`` override the preset's."""
-    from connectx_az.training import config, devices, export, workers
+    from connectx_az.training import config, devices, export, selfplay, workers
 
     if evaluator not in EVALUATORS:
         raise ValueError(f"unknown evaluator {evaluator!r}; choose one of {', '.join(EVALUATORS)}")
@@ -83,7 +83,7 @@ def bench_selfplay(*, preset: str = "cpu", seconds: float = 5.0, checkpoint: str
                       precision=str(scorer.dtype or "float32").removeprefix("torch."),
                       threads=torch.get_num_threads(), workers=num_workers, batch=batch, raw_batch=raw_batch,
                       raw_evals_per_s=round(raw, 1))
-    mcts_numba.compile_kernels(cache=True)  # compiled (or loaded from numba's cache) before the clock starts
+    selfplay.compile_selfplay()  # compiled (or loaded from numba's cache) before the clock starts
     start = time.perf_counter()
     _, stats = workers.play_games(scorer, num_games, cfg.selfplay, cfg.mcts, rng)
     elapsed = time.perf_counter() - start

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az.engine import game, mcts, mcts_numba, search_tree
+from connectx_az.engine import game, jit, mcts, search_tree
 
 #: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
 MAX_PREFIX_PLIES = 30
@@ -122,79 +122,83 @@ def position_keys(obs: np.ndarray) -> np.ndarray:
     return (planes @ _KEY_WEIGHTS).astype(np.uint64) + np.uint64(game.BOTTOM_MASK)
 
 
+_HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the key times 2^64 / golden ratio, its top bits
+_ONE = np.uint64(1)
+
+
+def _lookup(keys, table_keys, table_rows, shift, next_row, rows, first) -> int:
+    """Look up position keys ``keys uint64[M]`` in the table, adding the new ones; returns how many are new.
+
+    ``rows[i]`` is key ``i``'s row; new keys get rows ``next_row``, ``next_row + 1``, ... in order of first
+    appearance, ``first`` their index in ``keys``.  A key is never 0 (the empty slot).  The table has ``2 **
+    (64 - shift)`` slots (``table_keys``, ``table_rows``); the caller keeps it at most half full."""
+    last = np.uint64(table_keys.shape[0] - 1)
+    num_new = 0
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        slot = (key * _HASH) >> shift
+        while True:
+            held = table_keys[slot]
+            if held == key:
+                rows[i] = table_rows[slot]
+                break
+            if held == 0:
+                table_keys[slot] = key
+                table_rows[slot] = next_row + num_new
+                rows[i] = next_row + num_new
+                first[num_new] = i
+                num_new += 1
+                break
+            slot = (slot + _ONE) & last
+    return num_new
+
+
+_COMPILER = jit.Compiler("selfplay", (_lookup,))
+
+
 class CachedEvaluator:
     """An evaluator with a memory: each position's answer is computed once, for one network's weights.
 
     Positions not yet seen go to ``inner`` in one call, each once, in order of first appearance; the rest are
-    answered from memory.  A call that could take it past ``max_positions`` empties it first.  A new object
-    for each set of weights.  With ``kernels`` the memory is a hash table, else a dict: the same answers.
-    It pays where the network's cost grows with the batch (a CPU; docs/history.md, 2026-11-27)."""
+    answered from memory, an open-addressing hash table of position keys (``_lookup``, compiled where
+    ``play_games`` compiled it).  A call that could take it past ``max_positions`` empties it first.  A new
+    object for each set of weights.  It pays where the network's cost grows with the batch (a CPU;
+    docs/history.md, 2026-11-27)."""
 
-    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20,
-                 kernels: mcts_numba.Kernels | None = None) -> None:
+    def __init__(self, inner: search_tree.Evaluator, max_positions: int = 1 << 20) -> None:
         if max_positions < 1:
             raise ValueError("max_positions must be >= 1")
         self.inner = inner
         self.max_positions = max_positions
         self.num_evaluations = 0
         self.num_network_evaluations = 0
-        self._row: dict[int, int] = {}  # position key -> its answer's row in _logits and _value
         self._logits = np.empty((0, game.NUM_ACTIONS), np.float32)
         self._value = np.empty(0, np.float32)
-        self._kernels = kernels
         self._size = 0  # positions in the table
         self._keys, self._rows = np.zeros(1 << 12, np.uint64), np.zeros(1 << 12, np.int64)
 
     @property
     def num_positions(self) -> int:
         """The positions held (a property, not ``len``: an empty memory must not read as false)."""
-        return self._size if self._kernels is not None else len(self._row)
+        return self._size
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs uint8[M,2,6,7]`` -> ``(logits float32[M,7], value float32[M])``, side to move."""
         count = len(obs)
         self.num_evaluations += count
-        if self.num_positions + count > self.max_positions:
-            self._row.clear()  # before the lookups, so that no row found below is written over
-            self._size = 0
+        if self._size + count > self.max_positions:
+            self._size = 0  # before the lookups, so that no row found below is written over
             self._keys[:] = 0
-        if self._kernels is not None:
-            return self._evaluate_compiled(obs)
-        keys = position_keys(obs).tolist()
-        get = self._row.get
-        rows = [get(key, -1) for key in keys]
-        if -1 in rows:
-            start = len(self._row)
-            fresh: dict[int, int] = {}  # new position key -> its row, in the order the keys first appear
-            first: list[int] = []  # the index in obs of each new position's first appearance
-            for i, key in enumerate(keys):
-                if rows[i] < 0:
-                    row = fresh.get(key)
-                    if row is None:
-                        row = fresh[key] = start + len(first)
-                        first.append(i)
-                    rows[i] = row
-            logits, value = self.inner.evaluate(obs[first])
-            self.num_network_evaluations += len(first)
-            self._grow(start + len(first))
-            self._logits[start:start + len(first)] = np.asarray(logits, np.float32).reshape(len(first), -1)
-            self._value[start:start + len(first)] = np.asarray(value, np.float32).reshape(-1)
-            self._row.update(fresh)
-        index = np.array(rows, np.intp)
-        return self._logits[index], self._value[index]
-
-    def _evaluate_compiled(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``evaluate`` with the hash table: the same rows, the same positions sent on, in the same order."""
-        if 2 * (self._size + len(obs)) > len(self._keys):  # at most half full: grow, then put the keys back
+        if 2 * (self._size + count) > len(self._keys):  # at most half full: grow, then put the keys back
             size = len(self._keys)
-            while 2 * (self._size + len(obs)) > size:
+            while 2 * (self._size + count) > size:
                 size *= 2
             held = self._keys != 0
             keys = self._keys[held][np.argsort(self._rows[held])]  # by row: put back, each gets its row again
             self._keys, self._rows = np.zeros(size, np.uint64), np.zeros(size, np.int64)
-            self._kernels.lookup(keys, self._keys, self._rows, 0)
+            self._lookup(keys, 0)
         start = self._size
-        rows, first = self._kernels.lookup(position_keys(obs), self._keys, self._rows, start)
+        rows, first = self._lookup(position_keys(obs), start)
         if first.size:
             try:
                 logits, value = self.inner.evaluate(obs[first])
@@ -207,6 +211,19 @@ class CachedEvaluator:
             self._value[start:start + first.size] = np.asarray(value, np.float32).reshape(-1)
             self._size = start + first.size
         return self._logits[rows], self._value[rows]
+
+    def _lookup(self, keys: np.ndarray, next_row: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_lookup`` of ``keys uint64[M]`` in the table: ``(rows int64[M], first int64[new])``."""
+        rows, first = np.empty(len(keys), np.int64), np.empty(len(keys), np.int64)
+        shift = np.uint64(64 - (self._keys.shape[0].bit_length() - 1))
+        keys = np.ascontiguousarray(keys, np.uint64)
+        compiled = _COMPILER.cached()
+        if compiled is not None:
+            count = compiled._lookup(keys, self._keys, self._rows, shift, next_row, rows, first)
+        else:
+            with np.errstate(over="ignore"):  # the hash wraps around on purpose
+                count = _lookup(keys, self._keys, self._rows, shift, next_row, rows, first)
+        return rows, first[:count]
 
     def _grow(self, size: int) -> None:
         """Room for ``size`` answers: the arrays at least double, up to ``max_positions``."""
@@ -247,14 +264,21 @@ class _Game:
     opening: str = "empty"
 
 
+def compile_selfplay() -> bool:
+    """Compile the search and the memory's table where numba imports (numba's cache on disk: workers load it);
+    False where it does not: both run as Python, to the same games."""
+    compiled = mcts.compile_search(cache=True)
+    return _COMPILER.compile(cache=True) is not None and compiled
+
+
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
                on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time, ``on_game_done`` after each.
     Forks branch from positions searched earlier in this call, so the first wave of games never forks."""
-    kernels = mcts_numba.compile_kernels(cache=True)  # None without numba: the numpy search, to the same games
+    compile_selfplay()  # where numba imports; without it the same games, slower
     searched_with: CachedEvaluator | _CountingEvaluator = (
-        CachedEvaluator(evaluator, config.cache_positions, kernels) if config.cache_positions
+        CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions
         else _CountingEvaluator(evaluator))
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
@@ -267,7 +291,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
         tree = search_tree.Tree(positions, masks, capacity=search.num_simulations + 1)
-        mcts.search(tree, searched_with, search, rng=rng, kernels=kernels)
+        mcts.search(tree, searched_with, search, rng=rng)
         policy = mcts.policy_from_visits(tree.root_visits())
         greedy = mcts.best_cols(tree)
         root_value = tree.root_value()

@@ -46,35 +46,30 @@ MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py
 RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
 SELFPLAY, REPLAY = "connectx_az/training/selfplay.py", "connectx_az/training/replay.py"
-MCTS_NUMBA = "connectx_az/engine/mcts_numba.py"
 
 MUTATIONS = (
     # the search (pasted)
-    Mutation("backup-sign", MCTS, "(depth[row] - d) % 2 == 1", "(depth[row] - d) % 2 == 0",
+    Mutation("backup-sign", MCTS, "(-value if (depth[w] - d) % 2 == 1 else value)",
+             "(-value if (depth[w] - d) % 2 == 0 else value)",
              ("tests/test_mcts.py",), "the backup credits each value to the wrong player"),
-    Mutation("proof-sign", MCTS, "value = -tree.proven[b, child]", "value = tree.proven[b, child]",
+    Mutation("proof-sign", MCTS, "value = -proven[child]", "value = proven[child]",
              ("tests/test_mcts.py",), "a proven child's value is not negated for its parent"),
     Mutation("best-col-proven-loss", MCTS, "score = np.where(move_value == -1, score - 1e9, score)",
              "score = np.where(move_value == -1, score, score)",
              ("tests/test_mcts.py",), "the move chosen may be one proven lost"),
     Mutation("fpu-sign", MCTS, "node_value / (1.0 + node_visits) - fpu_reduction",
              "node_value / (1.0 + node_visits) + fpu_reduction",
-             ("tests/test_mcts.py",), "unvisited moves score above the parent's value (the single-tree walk)"),
+             ("tests/test_mcts.py",), "unvisited moves score above the parent's value"),
+    Mutation("virtual-loss-sign", MCTS, "value_sum[node, best] -= vl", "value_sum[node, best] += vl",
+             ("tests/test_mcts.py",), "a walk's virtual loss reads as a win, so later walks follow it"),
+    Mutation("new-node-win", MCTS, "proven[child] = -1.0", "proven[child] = 1.0",
+             ("tests/test_mcts.py",), "a new node where the last mover made four in a row scores as a win"),
     Mutation("terminal-value", SEARCH_TREE, "return np.where(lost, -1.0, np.where(full, 0.0, np.nan))",
              "return np.where(lost, 1.0, np.where(full, 0.0, np.nan))",
              ("tests/test_mcts.py",), "a lost terminal position scores as a win"),
-    # the search compiled (pasted; self-play's): its twin test holds it to the numpy search
-    Mutation("numba-backup-sign", MCTS_NUMBA, "v = -lv if (depth[r] - d) % 2 == 1 else lv",
-             "v = -lv if (depth[r] - d) % 2 == 0 else lv", ("tests/test_mcts_numba.py",),
-             "the compiled backup credits each value to the wrong player"),
-    Mutation("numba-proof-sign", MCTS_NUMBA, "value = -proven[b, child]", "value = proven[b, child]",
-             ("tests/test_mcts_numba.py",), "the compiled proofs do not negate a proven child's value"),
-    Mutation("numba-fpu-sign", MCTS_NUMBA, "- fpu_reduction", "+ fpu_reduction", ("tests/test_mcts_numba.py",),
-             "the compiled walk scores unvisited moves above the parent's value"),
-    Mutation("numba-node-order", MCTS_NUMBA, "while i < count and ends[i] < key:", "while i < count and ends[i] > key:",
-             ("tests/test_mcts_numba.py",), "the compiled step numbers a tree's new nodes in another order"),
+    # self-play's memory
     Mutation("table-regrow", SELFPLAY, "keys = self._keys[held][np.argsort(self._rows[held])]",
-             "keys = self._keys[held]", ("tests/test_mcts_numba.py",),
+             "keys = self._keys[held]", ("tests/test_selfplay.py",),
              "a grown hash table gives its positions new rows: other positions' answers"),
     # the rules (pasted)
     Mutation("win-check-diagonal", GAME, "| (falling & (falling >> 16))) != 0", ") != 0",

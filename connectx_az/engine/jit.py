@@ -1,0 +1,112 @@
+"""One source, compiled where numba imports and run as plain Python where it does not.
+
+A module writes its hot rules as plain functions on numpy arrays and scalars (the subset of Python that numba
+compiles) and hands them, callees first, to a ``Compiler``.  ``Compiler.compile`` njits each of them into one
+shared copy of the module's globals in which every such name is its compiled self, so a compiled function calls
+compiled helpers (the module itself is left unchanged: its functions stay Python).  ``overrides`` name a
+Python-only helper and the function that replaces it when compiled: a shortcut for the interpreter (a row read as
+a list) that changes no value.
+
+numba is imported inside ``compile`` alone.  A process compiles once: the result is kept under the functions'
+identity (their code) in ``sys.modules``, where a second copy of the module (Kaggle executes ``submission.py``
+again for every game) finds it."""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Sequence
+
+_PROCESS_MODULE = "connectx_az_compiled"
+
+
+class Compiler:
+    """The compiled twins of ``functions`` (``name`` for messages), made at most once a process.
+
+    ``overrides``: ``{python helper's name: the function compiled in its place}``.  ``key`` extras (the board's
+    size, for instance) join the functions' code in the identity under which the process keeps the result."""
+
+    def __init__(self, name: str, functions: Sequence[Callable], *, overrides: dict[str, Callable] | None = None,
+                 key: tuple = ()) -> None:
+        self.name = name
+        self.functions = tuple(functions)
+        self.overrides = dict(overrides or {})
+        codes = tuple(f.__code__ for f in (*self.functions, *self.overrides.values()))
+        self.key = hashlib.sha256(marshal.dumps((name, codes, key))).hexdigest()
+        self.error: str | None = None  #: why the compile failed in this process (None: it did not, or not yet)
+        self.seconds = 0.0  #: what the compile (or the load from numba's cache on disk) took
+        self._compiled: types.SimpleNamespace | None = None
+        self._lock = threading.Lock()
+
+    def cached(self) -> types.SimpleNamespace | None:
+        """The compiled functions (by name) if this process compiled them, by this copy of the module or another;
+        never compiles."""
+        if self._compiled is None:
+            self._compiled = _process_cache().get(self.key)
+        return self._compiled
+
+    def is_compiling(self) -> bool:
+        """True while another thread compiles."""
+        return self._lock.locked()
+
+    def compile(self, *, cache: bool = False) -> types.SimpleNamespace | None:
+        """The compiled functions, compiled on the first call of the process; ``None`` where numba is missing or
+        fails (``error`` says why, and nothing is retried).  ``cache=True`` keeps the machine code in numba's cache
+        on disk (training's workers), and compiles in memory where it cannot write one.  Thread-safe."""
+        with self._lock:
+            if self.cached() is not None or self.error is not None:
+                return self._compiled
+            start = time.perf_counter()
+            try:
+                import numba
+
+                try:
+                    compiled = self._njit_all(numba, cache)
+                except Exception:  # e.g. no folder numba may write its cache to: compile in memory
+                    if not cache:
+                        raise
+                    compiled = self._njit_all(numba, False)
+            except Exception as exc:  # any compile failure means: run as Python
+                self.error = f"{type(exc).__name__}: {exc}"
+                return None
+            finally:
+                self.seconds = time.perf_counter() - start
+            self._compiled = _process_cache()[self.key] = compiled
+            return compiled
+
+    def _njit_all(self, numba, cache: bool) -> types.SimpleNamespace:
+        """njit every function into one copy of their module's globals (numba resolves globals as it compiles)."""
+        jit = numba.njit(cache=cache, nogil=True)
+        shared = dict(self.functions[0].__globals__)
+        for name, function in self.overrides.items():
+            shared[name] = jit(_rebound(function, shared, name))
+        compiled = {}
+        for function in self.functions:
+            name = function.__name__
+            shared[name] = compiled[name] = jit(_rebound(function, shared, name))
+        return types.SimpleNamespace(**compiled)
+
+
+def _rebound(function: Callable, shared: dict, name: str) -> Callable:
+    """``function``'s code with ``shared`` as its globals, under ``name``."""
+    clone = types.FunctionType(function.__code__, shared, name, function.__defaults__)
+    clone.__qualname__ = name
+    clone.__doc__ = function.__doc__
+    return clone
+
+
+def _process_cache() -> dict:
+    """Compiled functions kept for the process by key, shared by every copy of this module."""
+    cache = sys.modules.get(_PROCESS_MODULE)
+    if cache is None:
+        cache = sys.modules[_PROCESS_MODULE] = types.ModuleType(_PROCESS_MODULE)
+    return cache.__dict__.setdefault("compiled", {})
+
+
+def forget_compiled() -> None:
+    """Drop the process's compiled functions (a module copy made afterwards compiles again); for tests."""
+    sys.modules.pop(_PROCESS_MODULE, None)
