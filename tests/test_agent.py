@@ -466,3 +466,61 @@ def test_the_compiled_solver_plays_a_proven_opening_move(with_model):
     move = with_model(obs, {**FAST, "actTimeout": 2.0})
     assert with_model.solver_kind == "numba" and with_model.info["source"] == "solver"
     assert move in p.best_cols or not pons.is_mistake(p, move)
+
+
+# the compiled search: started after the first search move, off its clock; later moves search compiled
+
+
+def _search_move(agent: template.Agent, moves: str) -> dict:
+    position, mask = game.from_moves(moves)
+    agent(kaggle_io.kaggle_inputs(position, mask, overage=30.0)[0], {**FAST, "actTimeout": 1.0})
+    assert agent.info["source"] == "search", agent.info
+    return agent.info
+
+
+def test_the_first_search_move_starts_the_search_compile_after_choosing(with_model, monkeypatch):
+    from connectx_az.engine import mcts
+
+    compiled, started = [False], []
+
+    def start() -> bool:
+        assert with_model.info["source"] == "search"  # the move is chosen before the compile starts
+        started.append(1)
+        return True
+
+    monkeypatch.setattr(mcts, "is_compiled", lambda: compiled[0])
+    monkeypatch.setattr(mcts, "compile_search_in_background", start)
+    info = _search_move(with_model, "4453")
+    assert info["search"] == "python" and info["search_compile_started"] and started == [1]
+    compiled[0] = True  # the background compile ended
+    info = _search_move(with_model, "4453")
+    assert info["search"] == "numba" and "search_compile_started" not in info and started == [1]
+
+
+def test_switched_off_the_search_stays_python(with_model, monkeypatch):
+    from connectx_az.engine import mcts
+
+    monkeypatch.setattr(mcts, "is_compiled", lambda: False)
+    monkeypatch.setattr(mcts, "compile_search_in_background", lambda: pytest.fail("compile started"))
+    with_model.config = replace(with_model.config, compile_search=False)
+    assert _search_move(with_model, "4453")["search"] == "python"
+
+
+@pytest.mark.slow
+def test_after_the_background_compile_the_agent_searches_compiled(with_model):
+    """numba compiles the search in the background, in memory (as on Kaggle), and the next move uses it."""
+    from connectx_az.engine import jit, mcts
+
+    pytest.importorskip("numba")
+    compiler = jit.Compiler("mcts-agent-test", mcts._STEPS, overrides={"_row": mcts._row_compiled},
+                            warm_up=mcts._warm_up)
+    real = mcts._COMPILER
+    mcts._COMPILER = compiler
+    try:
+        info = _search_move(with_model, "4453")
+        assert info["search"] == "python" and info["search_compile_started"]
+        jit._process_state("threads")[compiler.key].join()
+        assert compiler.error is None and mcts.is_compiled()
+        assert _search_move(with_model, "4453")["search"] == "numba"
+    finally:
+        mcts._COMPILER = real

@@ -14,7 +14,9 @@
    played if it proves a win or a draw; the compiled one may draw extra seconds from the bank
    (``_solver_seconds``).
 6. Otherwise ``mcts.search`` until the deadline, on the previous move's subtree where it holds the
-   position, and ``mcts.best_cols``.
+   position, and ``mcts.best_cols``.  The search runs as Python until numba has compiled it: the first
+   search move starts that compile in a background thread once it has chosen its move (``compile_search``),
+   off the move's clock; later steps run compiled, to the same trees.
 
 Any exception falls back to ``simple_move``: the move is a plain ``int``, legal whenever a legal column
 exists.  A missing or corrupt model is replaced by a uniform evaluator (``backends``).  The garbage
@@ -62,8 +64,9 @@ class AgentConfig:
     The compiled solver (``compile_solver``) may add ``min(solver_extra_seconds, solver_bank_share *
     (bank - solver_bank_reserve))`` seconds from the bank when its node rate covers ``solver_nodes``:
     ``(max empty cells, median nodes of a weak proof of Pons' Begin positions)``, tightest first, none
-    beyond the last.  The measurements behind these numbers: ``docs/agent.md``, *The figures behind the
-    constants*."""
+    beyond the last.  ``compile_search``: compile the search in a background thread after the first search move
+    (``mcts.compile_search_in_background``).  The measurements behind these numbers: ``docs/agent.md``, *The
+    figures behind the constants*."""
 
     backends: tuple[str, ...] = backends.BACKENDS
     limit_blas_threads: bool = True
@@ -82,6 +85,7 @@ class AgentConfig:
     solver_table_size: int = 1 << 20
     compile_solver: bool = True
     compile_min_bank: float = 20.0
+    compile_search: bool = True
     compiled_schedule: tuple[tuple[int, float], ...] = ((24, 0.9), (32, 0.75), (38, 0.6), (40, 0.3))
     compiled_table_size: int = 1 << 18
     solver_extra_seconds: float = 4.0
@@ -153,6 +157,7 @@ class Agent:
         self.solver_kind = ""
         self.compile_seconds = 0.0
         self.nodes_per_second = 0.0  # nodes the last search added per second (0: not measured yet)
+        self._rate_compiled = False  # whether that search ran compiled
         self.last_error = ""
         self.info: dict[str, object] = {}
 
@@ -216,10 +221,13 @@ class Agent:
                          capacity=config.tree_capacity), False
 
     def _reserve_nodes(self, tree: search_tree.Tree, deadline: float) -> None:
-        """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over: growing
-        copies every array, which inside the search could overrun the deadline; here it only shortens the search."""
+        """Grow the tree now for the nodes the coming search will add, by the last search's rate, twice over (eight
+        times where the search has become compiled since): growing copies every array, which inside the search
+        could overrun the deadline; here it only shortens the search."""
         seconds = max(0.0, deadline - time.perf_counter())
-        tree.ensure_capacity(int(2.0 * self.nodes_per_second * seconds))
+        # a rate measured before the compiled search took over (and while its compile took CPU) is no guide
+        margin = 2.0 if self._rate_compiled == mcts.is_compiled() else 8.0
+        tree.ensure_capacity(int(margin * self.nodes_per_second * seconds))
 
     def _ensure_solver(self, overage: float) -> float:
         """Make the game's solver on the first call that needs one; returns the seconds spent compiling.  A kernel
@@ -360,6 +368,7 @@ class Agent:
         search_seconds = time.perf_counter() - search_start
         if search_seconds > 0.01:
             self.nodes_per_second = (int(tree.num_nodes[0]) - num_nodes) / search_seconds
+            self._rate_compiled = mcts.is_compiled()
         info["tree_grew"] = tree.capacity != capacity
         root_visits = int(tree.root_visits()[0].sum())
         if root_visits == 0 and np.isnan(tree.root_proven()[0]):
@@ -371,6 +380,12 @@ class Agent:
         self.tree, self.last = tree, (position, mask, col)
         info["source"] = "search"
         info["root_visits"] = root_visits
+        info["search"] = "numba" if mcts.is_compiled() else "python"
+        if self.config.compile_search and info["search"] == "python":
+            try:  # after the move is chosen: the compile runs while the opponent thinks
+                info["search_compile_started"] = mcts.compile_search_in_background()
+            except Exception as exc:  # never let the compile cost the move
+                self.last_error = f"search compile: {type(exc).__name__}: {exc}"
         return col
 
     def __call__(self, observation, configuration) -> int:

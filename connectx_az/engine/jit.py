@@ -28,11 +28,14 @@ class Compiler:
     """The compiled twins of ``functions`` (``name`` for messages), made at most once a process.
 
     ``overrides``: ``{python helper's name: the function compiled in its place}``.  ``key`` extras (the board's
-    size, for instance) join the functions' code in the identity under which the process keeps the result."""
+    size, for instance) join the functions' code in the identity under which the process keeps the result.
+    ``warm_up(compiled)`` calls them with the argument types their callers pass: numba compiles on a
+    function's first call, which then happens inside ``compile``, not inside a caller's clock."""
 
     def __init__(self, name: str, functions: Sequence[Callable], *, overrides: dict[str, Callable] | None = None,
-                 key: tuple = ()) -> None:
+                 key: tuple = (), warm_up: Callable[[types.SimpleNamespace], None] | None = None) -> None:
         self.name = name
+        self.warm_up = warm_up
         self.functions = tuple(functions)
         self.overrides = dict(overrides or {})
         codes = tuple(f.__code__ for f in (*self.functions, *self.overrides.values()))
@@ -78,6 +81,20 @@ class Compiler:
             self._compiled = _process_cache()[self.key] = compiled
             return compiled
 
+    def compile_in_background(self) -> threading.Thread | None:
+        """Start ``compile`` (in memory) in a daemon thread, unless this process compiled, failed or is compiling
+        already (in any copy of the module); returns the thread it started.  numba's compile holds the GIL most
+        of the time: it takes its CPU from whatever the process does meanwhile."""
+        if self.cached() is not None or self.error is not None:
+            return None
+        threads = _process_state("threads")
+        running = threads.get(self.key)
+        if running is not None and running.is_alive():
+            return None
+        thread = threads[self.key] = threading.Thread(target=self.compile, name=f"{self.name}-compile", daemon=True)
+        thread.start()
+        return thread
+
     def _njit_all(self, numba, cache: bool) -> types.SimpleNamespace:
         """njit every function into one copy of their module's globals (numba resolves globals as it compiles)."""
         jit = numba.njit(cache=cache, nogil=True)
@@ -88,7 +105,10 @@ class Compiler:
         for function in self.functions:
             name = function.__name__
             shared[name] = compiled[name] = jit(_rebound(function, shared, name))
-        return types.SimpleNamespace(**compiled)
+        namespace = types.SimpleNamespace(**compiled)
+        if self.warm_up is not None:
+            self.warm_up(namespace)
+        return namespace
 
 
 def _rebound(function: Callable, shared: dict, name: str) -> Callable:
@@ -99,12 +119,18 @@ def _rebound(function: Callable, shared: dict, name: str) -> Callable:
     return clone
 
 
+def _process_state(name: str) -> dict:
+    """The process's dict ``name`` (``compiled``: the compiled functions by key; ``threads``: the compiles under
+    way), shared by every copy of this module."""
+    state = sys.modules.get(_PROCESS_MODULE)
+    if state is None:
+        state = sys.modules[_PROCESS_MODULE] = types.ModuleType(_PROCESS_MODULE)
+    return state.__dict__.setdefault(name, {})
+
+
 def _process_cache() -> dict:
-    """Compiled functions kept for the process by key, shared by every copy of this module."""
-    cache = sys.modules.get(_PROCESS_MODULE)
-    if cache is None:
-        cache = sys.modules[_PROCESS_MODULE] = types.ModuleType(_PROCESS_MODULE)
-    return cache.__dict__.setdefault("compiled", {})
+    """Compiled functions kept for the process by key."""
+    return _process_state("compiled")
 
 
 def forget_compiled() -> None:

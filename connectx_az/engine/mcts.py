@@ -264,7 +264,25 @@ def _backup_trees(visits, value_sum, node_visits, node_value_sum, net_value, pro
 
 _STEPS = (_puct_action, _walk, _is_win, _new_node, _insert, _add_leaves, _backup, _prove, _walk_trees,
           _backup_trees)
-_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled}, key=(game.ROWS, game.COLS))
+
+
+class _Uniform:
+    """Equal logits and a zero value: enough to run every step once."""
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((len(obs), A), np.float32), np.zeros(len(obs), np.float32)
+
+
+def _warm_up(steps) -> None:
+    """Run the compiled steps on a small tree, with and without virtual loss: numba compiles them now."""
+    tree = search_tree.Tree(np.zeros(2, np.uint64), np.zeros(2, np.uint64), capacity=8)
+    search_tree.expand(tree, np.arange(2), tree.root.copy(), _Uniform())
+    for parallel in (1, 2):
+        _simulate(tree, _Uniform(), search_tree.SearchConfig(num_parallel=parallel), steps)
+
+
+_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled}, key=(game.ROWS, game.COLS),
+                         warm_up=_warm_up)
 
 
 def compile_search(*, cache: bool = False) -> bool:
@@ -272,6 +290,13 @@ def compile_search(*, cache: bool = False) -> bool:
     from then on ``simulate`` runs compiled.  False where numba is missing or fails (``compile_error()``):
     the search runs as Python, to the same trees.  ``cache=True``: numba's cache on disk (training)."""
     return _COMPILER.compile(cache=cache) is not None
+
+
+def compile_search_in_background() -> bool:
+    """Start compiling the search in a daemon thread (``jit.Compiler.compile_in_background``) unless it is
+    compiled, failed or under way; True if a compile started.  ``simulate`` switches to the compiled steps at
+    the first step after it ends (the same trees either way)."""
+    return _COMPILER.compile_in_background() is not None
 
 
 def is_compiled() -> bool:
@@ -301,6 +326,12 @@ _PYTHON_STEPS = types.SimpleNamespace(**{f.__name__: f for f in _STEPS})
 def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig) -> int:
     """One step: ``num_parallel`` walks per tree, their new leaves evaluated in one call, the backup; returns the
     simulations added over all trees."""
+    return _simulate(tree, evaluator, config, _steps())
+
+
+def _simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
+              steps) -> int:
+    """``simulate`` with ``steps``: this module's functions, or their compiled twins."""
     k = config.num_parallel
     bsz = tree.batch_size
     tree.ensure_capacity(k)
@@ -309,7 +340,6 @@ def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: s
     path_action = np.zeros((bsz, k, _MAX_DEPTH), np.int64)
     depth, leaf = np.zeros((bsz, k), np.int64), np.zeros((bsz, k), np.int64)
     open_b, open_node = np.zeros(bsz * k, np.int64), np.zeros(bsz * k, np.int64)
-    steps = _steps()
     count = steps._walk_trees(tree.visits, tree.value_sum, tree.prior, tree.score_bias, tree.children,
                               tree.is_expanded, tree.proven, tree.node_visits, tree.node_value_sum, tree.net_value,
                               tree.position, tree.mask, tree.legal_mask, tree.root, tree.num_nodes,

@@ -153,7 +153,14 @@ def _lookup(keys, table_keys, table_rows, shift, next_row, rows, first) -> int:
     return num_new
 
 
-_COMPILER = jit.Compiler("selfplay", (_lookup,))
+def _warm_up(compiled) -> None:
+    """Run the compiled lookup once: numba compiles it now."""
+    one = np.ones(1, np.uint64)
+    compiled._lookup(one, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.uint64(62), 0, np.zeros(1, np.int64),
+                     np.zeros(1, np.int64))
+
+
+_COMPILER = jit.Compiler("selfplay", (_lookup,), warm_up=_warm_up)
 
 
 class CachedEvaluator:
