@@ -65,6 +65,17 @@ def test_blocks_an_immediate_loss() -> None:
     assert all(values[c] == -1 for c in range(7) if c != 3)
 
 
+def test_a_finished_game_is_scored_by_the_rules_and_not_searched() -> None:
+    # x has four in a row: o, to move, has lost; a full board without four in a row is a draw
+    won = game.from_moves("1212121")
+    drawn = game.from_moves("666165577462463234152541333211132724554777")
+    assert game.outcome(*won) == -1 and game.outcome(*drawn) == 0
+    evaluator = UniformEvaluator()
+    tree = _tree(won, drawn)
+    assert mcts.search(tree, evaluator, search_tree.SearchConfig(num_simulations=50)) == 0
+    assert tree.root_proven().tolist() == [-1, 0] and evaluator.num_positions == 0
+
+
 def test_double_threat_is_proven_lost() -> None:
     position, mask = game.from_moves("41526")  # o (to move) faces open threes on both sides
     tree = _tree((position, mask))
