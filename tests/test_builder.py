@@ -177,6 +177,28 @@ def test_sources_with_foreign_imports_are_refused(small_onnx, tmp_path, monkeypa
         builder.build_submission(small_onnx, tmp_path / "submission.py")
 
 
+def test_the_file_carries_the_agents_import_closure_and_nothing_else(small_onnx, tmp_path, monkeypatch):
+    fake = tmp_path / "pkg"
+    shutil.copytree(PACKAGE, fake, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    # a training-only helper in engine/ that the agent never imports, and one the search starts to import
+    (fake / "engine" / "trainer_helper.py").write_text('"""Training only."""\n\nVALUE = 1\n')
+    (fake / "engine" / "search_helper.py").write_text('"""Imported by the search."""\n\nVALUE = 2\n')
+    mcts_py = fake / "engine" / "mcts.py"
+    imports = "from connectx_az.engine import game, jit, search_tree"
+    mcts_py.write_text(mcts_py.read_text().replace(imports, imports.replace("jit,", "jit, search_helper,")))
+    monkeypatch.setattr(builder, "PACKAGE_DIR", fake)
+    modules = dict(builder.pasted_modules())
+    assert "trainer_helper" not in modules and modules["search_helper"] == "engine/search_helper.py"
+    names = list(modules)
+    assert names[-1] == "template" and names.index("search_helper") < names.index("mcts")  # imports load first
+    assert {"game", "search_tree", "mcts", "jit", "solver", "solver_numba", "book", "backends", "fallback",
+            "onnx_numpy", "onnx_proto"} <= set(names)
+    out = tmp_path / "submission.py"
+    builder.build_submission(small_onnx, out)
+    text = out.read_text()
+    assert "Training only." not in text and "Imported by the search." in text
+
+
 @pytest.mark.slow
 def test_full_game_in_kaggle_environments(small_onnx, tmp_path):
     """A whole game against kaggle-environments' random agent, in a fresh process."""

@@ -2,8 +2,9 @@
 
 ``build_submission`` writes one ``submission.py`` holding, in order: a header comment (model sha256, net shape,
 sizes, the caller's metadata); standard-library imports, the base64 model with its sha256 and the base64 opening
-book (``""`` without one); the source of every module of ``engine/`` and ``agent/`` (``pasted_modules``), verbatim as
-raw string literals read from disk at build time; the loader (``_LOADER``), which executes each source in a fresh
+book (``""`` without one); the source of the agent's module and of every module of ``engine/`` and ``agent/`` it
+imports (its import closure, ``pasted_modules``: a module the agent does not import does not ship), verbatim as raw
+string literals read from disk at build time; the loader (``_LOADER``), which executes each source in a fresh
 module registered as ``connectx_az_submission.<name>`` (so ``dataclasses`` finds it) after rewriting its ``from
 connectx_az.engine import x`` / ``from connectx_az.agent import y`` lines into references to the modules loaded
 before it (same line count, so tracebacks point at real lines); last ``_agent``, the template's ``Agent`` with the
@@ -34,8 +35,9 @@ from connectx_az.errors import UserError
 
 #: where the pasted sources are read from (a test points it at a copy)
 PACKAGE_DIR = paths.PACKAGE_DIR
-#: the pasted folders, in load order: every module of each (``pasted_modules``)
+#: the folders a pasted module may come from, and the module whose import closure is pasted (the agent)
 PASTED = ("engine", "agent")
+ROOT = "agent/template.py"
 OPTIONAL_MODULES = frozenset({"book", "solver", "solver_numba"})  # the agent plays on without these
 MAX_BYTES = 5_000_000  # submissions above ~5 MB were reported to fail
 _B64_LINE = 100
@@ -45,34 +47,38 @@ _ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"numpy"} | OPTIONAL_IMP
 
 
 def pasted_modules() -> list[tuple[str, str]]:
-    """``(module name, path relative to the package)`` of every module of the ``PASTED`` folders, in load order.
-
-    Folder by folder, each module after those it imports from its own folder (a depth-first walk in name order).
-    ``BuildError`` for two modules of one name or an import cycle."""
-    order: dict[str, str] = {}
+    """``(module name, path relative to the package)`` of ``ROOT`` and every module of the ``PASTED`` folders it
+    imports, directly or through another (``from connectx_az.engine import x`` anywhere in a file, inside a ``try``
+    too): its import closure, each module after those it imports (depth first, in the order of the imports).
+    A module nothing imports is left out.  ``BuildError`` for two modules of one name or an import cycle."""
+    paths: dict[str, Path] = {}
     for folder in PASTED:
-        paths = {p.stem: p for p in sorted((PACKAGE_DIR / folder).glob("*.py")) if p.stem != "__init__"}
-        for name in paths:
-            if name in order:
-                raise BuildError(f"{folder}/{name}.py and {order[name]} share a name; each pasted module needs its own")
-        for name in paths:
-            _visit(name, folder, paths, order, set())
+        for path in sorted((PACKAGE_DIR / folder).glob("*.py")):
+            if path.stem == "__init__":
+                continue
+            if path.stem in paths:
+                raise BuildError(f"{folder}/{path.stem}.py and {paths[path.stem].parent.name}/{path.stem}.py share "
+                                 "a name; each pasted module needs its own")
+            paths[path.stem] = path
+    order: dict[str, str] = {}
+    _visit(Path(ROOT).stem, paths, order, set())
     return list(order.items())
 
 
-def _visit(name: str, folder: str, paths: dict[str, Path], order: dict[str, str], visiting: set[str]) -> None:
-    """Add ``name`` to ``order`` after the modules of ``folder`` that it imports (``pasted_modules``)."""
+def _visit(name: str, paths: dict[str, Path], order: dict[str, str], visiting: set[str]) -> None:
+    """Add ``name`` to ``order`` after the pasted modules it imports (``pasted_modules``)."""
     if name in order:
         return
     if name in visiting:
-        raise BuildError(f"{folder}/{name}.py is in an import cycle")
+        raise BuildError(f"{paths[name].parent.name}/{name}.py is in an import cycle")
     visiting.add(name)
+    folders = {f"connectx_az.{folder}" for folder in PASTED}
     for node in ast.walk(ast.parse(paths[name].read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == f"connectx_az.{folder}":
+        if isinstance(node, ast.ImportFrom) and node.module in folders:
             for alias in node.names:
-                if alias.name in paths:
-                    _visit(alias.name, folder, paths, order, visiting)
-    order[name] = f"{folder}/{name}.py"
+                if alias.name in paths and paths[alias.name].parent.name == node.module.rsplit(".", 1)[1]:
+                    _visit(alias.name, paths, order, visiting)
+    order[name] = f"{paths[name].parent.name}/{name}.py"
 
 
 class BuildError(UserError, RuntimeError):
