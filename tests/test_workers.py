@@ -125,7 +125,7 @@ import os, signal, sys
 import numpy as np
 from conftest import UniformEvaluator
 from connectx_az.engine import search_tree
-from connectx_az.training import selfplay, workers
+from connectx_az.training import config, workers
 
 def die(_):
     import multiprocessing
@@ -133,7 +133,7 @@ def die(_):
     os.kill(os.getpid(), signal.SIGKILL)
 
 assert "torch" not in sys.modules
-settings = selfplay.SelfPlayConfig(num_workers=2, num_parallel_games=2)
+settings = config.SelfPlayConfig(num_workers=2, num_parallel_games=2)
 search = search_tree.SearchConfig(num_simulations=8)
 workers.play_games(UniformEvaluator(), 40, settings, search, np.random.default_rng(0), on_game_done=die)
 """

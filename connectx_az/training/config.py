@@ -19,7 +19,46 @@ from typing import Any
 from connectx_az import files
 from connectx_az.engine.search_tree import SearchConfig
 from connectx_az.errors import UserError
-from connectx_az.training.selfplay import SelfPlayConfig
+
+#: longest random prefix: past it, prefixes that keep the rules of ``random_prefix`` get rare
+MAX_PREFIX_PLIES = 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfPlayConfig:
+    """How each generation's games are played (``selfplay.play_games``); the defaults are the recipe
+    (docs/ablations.md)."""
+
+    num_games: int = 256
+    num_parallel_games: int = 128
+    # below temperature_plies a move is drawn from N(a)^(1/T), T = temperature_early (0: the most visited);
+    # a proven root plays its proof at any ply
+    temperature_plies: int = 8
+    temperature_early: float = 1.0
+    # shares of games started from a random prefix of 0..prefix_max_plies plies, and from a fork;
+    # shares of 0 draw nothing from the generator
+    prefix_share: float = 0.5
+    prefix_max_plies: int = 14
+    fork_share: float = 0.25
+    # 0: in this process; W >= 1: W worker processes (``workers``), each with ``num_parallel_games`` in
+    # flight (the games depend on W); -1: one a CPU core
+    num_workers: int = 0
+    # positions whose answers ``CachedEvaluator`` keeps for one call of ``play_games``; 0: no cache
+    cache_positions: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if self.num_games < 1 or self.num_parallel_games < 1:
+            raise ValueError("selfplay.num_games and selfplay.num_parallel_games must be >= 1")
+        if self.temperature_plies < 0 or self.temperature_early < 0:
+            raise ValueError("selfplay.temperature_plies and selfplay.temperature_early must be >= 0")
+        if not (0 <= self.prefix_share <= 1 and 0 <= self.fork_share <= 1 and self.prefix_share + self.fork_share <= 1):
+            raise ValueError("selfplay.prefix_share and selfplay.fork_share must be in [0, 1], their sum at most 1")
+        if not 0 <= self.prefix_max_plies <= MAX_PREFIX_PLIES:
+            raise ValueError(f"selfplay.prefix_max_plies must be in [0, {MAX_PREFIX_PLIES}]")
+        if self.num_workers < -1:
+            raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
+        if self.cache_positions < 0:
+            raise ValueError("selfplay.cache_positions must be >= 0 (0 turns the cache off)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,7 +38,8 @@ import numpy as np
 
 from connectx_az.engine import game, search_tree
 from connectx_az.training import selfplay
-from connectx_az.training.selfplay import GameRecord, SelfPlayConfig, SelfPlayStats
+from connectx_az.training.config import SelfPlayConfig
+from connectx_az.training.selfplay import GameRecord, SelfPlayStats
 
 _EVAL, _GAME, _DONE, _FAILED = b"E", b"G", b"D", b"X"
 _OBS_SHAPE = (2, game.ROWS, game.COLS)
