@@ -25,7 +25,7 @@ _PROCESS_MODULE = "connectx_az_compiled"
 
 
 class Compiler:
-    """The compiled twins of ``functions`` (``name`` for messages), made at most once a process.
+    """``functions`` compiled (``name`` for messages), at most once a process.
 
     ``overrides``: ``{python helper's name: the function compiled in its place}``.  ``key`` extras (the board's
     size, for instance) join the functions' code in the identity under which the process keeps the result.

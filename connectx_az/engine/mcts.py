@@ -331,7 +331,7 @@ def simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: s
 
 def _simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig,
               steps) -> int:
-    """``simulate`` with ``steps``: this module's functions, or their compiled twins."""
+    """``simulate`` with ``steps``: this module's functions, or the same compiled."""
     k = config.num_parallel
     bsz = tree.batch_size
     tree.ensure_capacity(k)
