@@ -184,8 +184,11 @@ def _backup(visits, value_sum, node_visits, node_value_sum, net_value, proven, p
     for w in range(depth.shape[0]):
         node = leaf[w]
         value = net_value[node] if proven[node] != proven[node] else proven[node]
-        for d in range(depth[w]):
-            v = np.float32((-value if (depth[w] - d) % 2 == 1 else value) + vl)
+        for_leaf_side = np.float32(value + vl)
+        for_other_side = np.float32(-value + vl)
+        num_edges = depth[w]
+        for d in range(num_edges):
+            v = for_other_side if (num_edges - d) % 2 == 1 else for_leaf_side
             node = path_node[w, d]
             action = path_action[w, d]
             visits[node, action] += add

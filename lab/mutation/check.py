@@ -49,8 +49,8 @@ SELFPLAY, REPLAY = "connectx_az/training/selfplay.py", "connectx_az/training/rep
 
 MUTATIONS = (
     # the search (pasted)
-    Mutation("backup-sign", MCTS, "(-value if (depth[w] - d) % 2 == 1 else value)",
-             "(-value if (depth[w] - d) % 2 == 0 else value)",
+    Mutation("backup-sign", MCTS, "v = for_other_side if (num_edges - d) % 2 == 1 else for_leaf_side",
+             "v = for_other_side if (num_edges - d) % 2 == 0 else for_leaf_side",
              ("tests/test_mcts.py",), "the backup credits each value to the wrong player"),
     Mutation("proof-sign", MCTS, "value = -proven[child]", "value = proven[child]",
              ("tests/test_mcts.py",), "a proven child's value is not negated for its parent"),
