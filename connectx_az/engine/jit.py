@@ -52,10 +52,6 @@ class Compiler:
             self._compiled = _process_cache().get(self.key)
         return self._compiled
 
-    def is_compiling(self) -> bool:
-        """True while another thread compiles."""
-        return self._lock.locked()
-
     def compile(self, *, cache: bool = False) -> types.SimpleNamespace | None:
         """The compiled functions, compiled on the first call of the process; ``None`` where numba is missing or
         fails (``error`` says why, and nothing is retried).  ``cache=True`` keeps the machine code in numba's cache
