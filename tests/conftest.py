@@ -115,7 +115,8 @@ def toy_onnx(*, planes: int = 2, moves: int = 7, value: bool = True, value_weigh
     n = planes * 6 * 7
     weights = [numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.1, (n, moves)).astype(np.float32), "wp"),
                numpy_helper.from_array(np.full((n, 1), value_weight, np.float32), "wv")]
-    nodes = [helper.make_node("Flatten", ["obs"], ["flat"], axis=1), helper.make_node("Gemm", ["flat", "wp"], ["logits"])]
+    nodes = [helper.make_node("Flatten", ["obs"], ["flat"], axis=1),
+             helper.make_node("Gemm", ["flat", "wp"], ["logits"])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", moves])]
     if value:
         nodes += [helper.make_node("Gemm", ["flat", "wv"], ["v"]), helper.make_node("Tanh", ["v"], ["value"])]
