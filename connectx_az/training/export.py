@@ -185,6 +185,8 @@ def check_out(out: str | Path, checkpoint: str | Path, *, force: bool = False) -
     as ``/dev/full``) is refused, ``force`` or not.  Re-exporting the same run to its own file needs no ``force``."""
     out = Path(out)
     card_path = out.with_suffix(".json")
+    if out.is_dir():
+        raise ExportError(f"{out} is a folder: give the model's file name (e.g. {out / 'model.onnx'})")
     for path in (out, card_path):
         if path.exists() and not path.is_file():
             raise ExportError(f"{path} is not a regular file (a folder, a device or a pipe): give --out the path of a "
