@@ -450,7 +450,7 @@ def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(
     (tmp_path / "mine.pt").write_bytes(b"not onnx")
     assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
         "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
-        "mine.pt --out mine.onnx`, and build that\n")
+        "mine.pt --out build/mine.onnx`, and build that\n")
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:

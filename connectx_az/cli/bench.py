@@ -56,14 +56,15 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
 
 
 def _check_agent_model(model: str) -> None:
-    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
-    from connectx_az.agent import onnx_numpy
+    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read, or not shaped as the
+    network (``backends.check_outputs``)."""
+    from connectx_az.agent import backends, onnx_numpy
 
     path = Path(model)
     if not path.is_file():
         raise errors.UserError(f"model {path} not found; pass --model PATH.onnx")
     try:
-        onnx_numpy.NumpyOnnxModel(path.read_bytes())
+        backends.check_outputs(onnx_numpy.NumpyOnnxModel(path.read_bytes()))
     except ValueError as exc:
         raise errors.UserError(f"model {path} cannot run in the agent: {exc}") from None
 
