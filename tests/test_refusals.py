@@ -216,6 +216,7 @@ def test_the_hint_for_the_shipped_checkpoint_exports_to_a_file_of_its_own(capsys
         (("book", "--depth", "2", "--table-bits", "40"), "--table-bits 40 must lie in 10..30"),
         (("bench", "solver", "--limit", "0"), "--limit 0 must be positive"),
         (("bench", "precision", "--sims", "-1"), "--sims -1 must be zero or more"),
+        (("compare", "x.onnx", "--duel-opening", "4444444"), "--duel-opening 4444444: move 6: column 3 is full"),
     ],
 )
 def test_a_bad_option_value_names_itself_alone(args: tuple[str, ...], said: str, capsys) -> None:

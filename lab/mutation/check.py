@@ -152,7 +152,7 @@ MUTATIONS = (
              '"won": sum(r["wins"] + r["draws"] for r in results)',
              ("tests/test_compare.py::test_a_drawn_game_against_negamax_fails_the_rule_that_every_game_is_won",),
              "compare counts a game drawn against negamax as won: a candidate that draws may ship"),
-    Mutation("agent-check-value-finite", BACKENDS,
+    Mutation("check-value-finite", BACKENDS,
              "if not (np.all(np.isfinite(logits)) and np.all(np.isfinite(value))):",
              "if not np.all(np.isfinite(logits)):",
              ("tests/test_agent.py::test_a_network_whose_value_is_not_finite_is_refused_when_loaded_and_the_agent_"
