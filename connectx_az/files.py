@@ -9,9 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from connectx_az.errors import UserError
 
-class NotARegularFile(OSError):
-    """The path to write exists and is not a regular file: writing would replace it by one."""
+
+class NotARegularFile(UserError, OSError):
+    """The path to write exists and is not a regular file: writing would replace it by one (one line)."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
