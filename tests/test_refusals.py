@@ -173,6 +173,8 @@ def test_export_refuses_to_replace_another_runs_export_or_the_shipped_model_with
     err = _one_line_error(capsys, cli_main.main(["export", str(run_a), "--out", str(shipped)]))
     assert f"{shipped} is the shipped model, and default.json beside it its card" in err
     assert "--out build/run_a.onnx" in err
+    err = _one_line_error(capsys, cli_main.main(["export", str(run_a), "--out", str(shipped.with_suffix(".json"))]))
+    assert f"{shipped.with_suffix('.json')} is in the shipped model's folder" in err
     assert shipped.read_bytes() == DEFAULT_ONNX.read_bytes() and shipped.with_suffix(".json").read_bytes() == card
 
 

@@ -179,9 +179,9 @@ def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False,
 
 def check_out(out: str | Path, checkpoint: str | Path, *, force: bool = False) -> None:
     """Refuse (``ExportError``, one line) an export of ``checkpoint`` to ``out`` that would replace what was not
-    asked to be replaced: the shipped model (``paths.DEFAULT_MODEL``, whose card the export would rewrite too), or a
-    model or card that another run exported (its card names another run folder, or there is no card to say);
-    ``force`` allows both.  An ``out`` or card path that exists and is not a regular file (a folder, a device such
+    asked to be replaced: the shipped model (``paths.DEFAULT_MODEL``, whose card the export would rewrite too) or
+    anything in its folder, or a model or card that another run exported (its card names another run folder, or
+    there is no card to say); ``force`` allows both.  An ``out`` or card path that exists and is not a regular file (a folder, a device such
     as ``/dev/full``) is refused, ``force`` or not.  Re-exporting the same run to its own file needs no ``force``."""
     out = Path(out)
     card_path = out.with_suffix(".json")
@@ -197,6 +197,9 @@ def check_out(out: str | Path, checkpoint: str | Path, *, force: bool = False) -
     if out.resolve() == paths.DEFAULT_MODEL.resolve():
         raise ExportError(f"{out} is the shipped model, and {card_path.name} beside it its card: export to a file of "
                           f"your own (--out {own}), or add --force to replace them")
+    if out.resolve().parent == paths.DEFAULT_MODEL.resolve().parent:  # its card or checkpoint, say
+        raise ExportError(f"{out} is in the shipped model's folder: export to a file of your own (--out {own}), or add "
+                          "--force to write there")
     if not (out.exists() or card_path.exists()):
         return
     try:
