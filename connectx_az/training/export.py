@@ -181,8 +181,9 @@ def check_out(out: str | Path, checkpoint: str | Path, *, force: bool = False) -
     """Refuse (``ExportError``, one line) an export of ``checkpoint`` to ``out`` that would replace what was not
     asked to be replaced: the shipped model (``paths.DEFAULT_MODEL``, whose card the export would rewrite too) or
     anything in its folder, or a model or card that another run exported (its card names another run folder, or
-    there is no card to say); ``force`` allows both.  An ``out`` or card path that exists and is not a regular file (a folder, a device such
-    as ``/dev/full``) is refused, ``force`` or not.  Re-exporting the same run to its own file needs no ``force``."""
+    there is no card to say); ``force`` allows both.  An ``out`` or card path that exists and is not a regular
+    file (a folder, a device such as ``/dev/full``) is refused, ``force`` or not.  Re-exporting the same run to
+    its own file needs no ``force``."""
     out = Path(out)
     card_path = out.with_suffix(".json")
     if out.is_dir():
