@@ -108,7 +108,7 @@ def small_onnx16(small_net, tmp_path_factory) -> Path:
 def toy_onnx(*, planes: int = 2, moves: int = 7, value: bool = True, value_weight: float = 0.1) -> bytes:
     """A tiny ONNX model of linear heads, shaped as the network (``obs[B, 2, 6, 7]`` -> ``logits[B, 7]``, ``value
     [B, 1]``) unless told otherwise: ``planes`` input planes, ``moves`` logits, no value output (``value=False``);
-    ``value_weight`` fills the value head's weights (``inf``: a value that is not finite on the empty board)."""
+    ``value_weight`` fills the value head's weights (``nan``: a value that is not finite on every board)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 

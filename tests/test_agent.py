@@ -447,7 +447,7 @@ def test_a_network_whose_value_is_not_finite_is_refused_when_loaded_and_the_agen
     healthy = template.from_model_bytes(toy_onnx(), config)
     healthy.load_model()
     assert healthy.backend == backend, healthy.load_error
-    agent = template.from_model_bytes(toy_onnx(value_weight=math.inf), config)  # its value: NaN on every board
+    agent = template.from_model_bytes(toy_onnx(value_weight=math.nan), config)  # its value: NaN on every board
     agent.load_model()
     assert agent.backend == "uniform" and "not finite" in agent.load_error
     assert game.is_legal(0, agent(_obs(".......\n" * 6), FAST))

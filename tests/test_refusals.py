@@ -39,7 +39,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
 NOT_THE_NETWORK = {"planes3": ({"planes": 3}, "cannot score a position encoded as 2 planes of 6x7"),
                    "moves6": ({"moves": 6}, "its move output has shape (1, 6)"),
                    "novalue": ({"value": False}, "its value output has shape (7,)"),
-                   "nan": ({"value_weight": float("inf")}, "not finite")}
+                   "nan": ({"value_weight": float("nan")}, "not finite")}
 
 
 @pytest.mark.parametrize("name", list(NOT_THE_NETWORK))
