@@ -220,7 +220,7 @@ def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) 
     no_draws = _run("eval", "value", "--sets", "Begin-Easy", "--limit", "10").stdout  # its first 10: no draw
     assert " / - / " in no_draws and "nan" not in no_draws
     bad = _run("eval", "value", "--bands", "1.5")
-    assert bad.returncode == 2 and "--bands must lie in [0, 1)" in bad.stderr
+    assert bad.returncode == 2 and "--bands 1.5 must lie in [0, 1)" in bad.stderr
 
 
 def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> None:
@@ -450,7 +450,7 @@ def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(
     (tmp_path / "mine.pt").write_bytes(b"not onnx")
     assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
         "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
-        "mine.pt --out mine.onnx`, and build that\n")
+        "mine.pt --out build/mine.onnx`, and build that\n")
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
@@ -480,7 +480,7 @@ def test_bench_solver_takes_its_sets_and_deadline() -> None:
     assert "Begin-Hard" not in row and sum(cell["proven"] for cell in row["nodes_by_empty"].values()) == 1
     bad = _run("bench", "solver", "--deadline", "0")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert "--deadline and --limit must be positive" in bad.stderr
+    assert "--deadline 0 must be positive" in bad.stderr
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
@@ -494,7 +494,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
     ("args", "said"),
     [
         (("eval", "pons", "--limit", "-3"), "--limit -3 must be positive"),
-        (("eval", "pons", "--sims", "64", "0"), "--sims 64 0 must be positive"),
+        (("eval", "pons", "--sims", "64", "0"), "--sims 0 must be positive"),
         (("eval", "pons", "--bank", "-1", "--act-timeout", "0"), "--act-timeout 0 must be positive; --bank -1 must be "
                                                                  "zero or more"),
         (("eval", "value", "--limit", "0"), "--limit 0 must be positive"),

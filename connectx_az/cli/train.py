@@ -87,6 +87,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     ckpt = _checkpoint_path(args.checkpoint)
     net, data = load_checkpoint(ckpt)
+    export.check_out(args.out, ckpt, force=args.force)  # the shipped model, another run's export, /dev/full: refused
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
@@ -213,6 +214,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="build/model.onnx", help="ONNX file to write (default build/model.onnx)")
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
+    p.add_argument("--force", action="store_true", help="replace --out even where it is the shipped model or another "
+                   "run's export (refused without it)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("label", help="prove random openings with the exact solver (value and, with --moves, "
