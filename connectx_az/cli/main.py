@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 
 from connectx_az import errors, extras
@@ -27,6 +28,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The option strings of ``parser`` and its subparsers that take exactly one value."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _value_options(sub)
+        elif action.option_strings and action.nargs is None:
+            found.update(action.option_strings)
+    return found
+
+
+def join_dash_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with an option's value that starts with a dash and a digit (``--total-time -5m``) joined to it
+    (``--total-time=-5m``): argparse would take ``-5m`` for an option and say only "expected one argument", where
+    the command can name the option and its bad value."""
+    options = _value_options(parser)
+    joined: list[str] = []
+    for token in argv:
+        if joined and joined[-1] in options and re.match(r"-[\d.]", token):
+            joined[-1] = f"{joined[-1]}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions ``main`` prints as one ``error:`` line (status 2): ``errors.UserError``, a missing or
     unreadable file, and the two of code pasted where the package cannot be imported."""
@@ -39,7 +66,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 def main(argv: list[str] | None = None) -> int:
     """Run the command of ``argv`` (default ``sys.argv[1:]``); its exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_dash_values(parser, sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args))

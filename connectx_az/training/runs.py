@@ -22,6 +22,8 @@ from connectx_az.training.network import CheckpointError, PolicyValueNet, load_c
 
 log = logging.getLogger(__name__)
 
+#: the command as the README spells it, in the hints a run prints (``connectx-az`` is not on PATH after ``make``)
+COMMAND = ".venv/bin/connectx-az"
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
 #: where ``train --keep-every`` keeps checkpoints along the way
@@ -265,9 +267,19 @@ def status_line(run_dir: str | Path) -> str:
     generation = check_run(run_dir)
     spent = format_duration(([0.0, *run_clock(rows_before(run_dir, generation))])[-1])
     if is_complete(run_dir, config, generation):
-        return (f"the run is complete: {generation} generations in {spent}; next: connectx-az export {run_dir} "
-                "--out build/model.onnx, then connectx-az build --model build/model.onnx")
+        model = export_path(run_dir)
+        return (f"the run is complete: {generation} generations in {spent}; next: {COMMAND} export {run_dir} "
+                f"--out {model}, then {COMMAND} build --model {model}")
     target = f"{spent} of {format_duration(config.total_time)}" if config.total_time else \
         f"of {config.num_generations}, {spent}"
-    return f"the run is saved after {generation} generations ({target}); resume with: connectx-az train --resume " \
-        f"{run_dir}"
+    return f"the run is saved after {generation} generations ({target}); {resume_hint(run_dir)}"
+
+
+def resume_hint(run_dir: str | Path) -> str:
+    """How to go on with the run in ``run_dir``."""
+    return f"resume with: {COMMAND} train --resume {run_dir}"
+
+
+def export_path(run_dir: str | Path) -> Path:
+    """Where the hint of a finished run exports it: ``build/<the run folder's name>.onnx``, one file a run."""
+    return Path("build") / f"{Path(run_dir).resolve().name}.onnx"

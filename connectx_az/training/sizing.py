@@ -22,6 +22,13 @@ def default_workers(cores: int) -> int:
     return cores if cores > 1 else 0
 
 
+def capped_workers(num_workers: int, cores: int) -> int | None:
+    """``cores`` where ``num_workers`` (``selfplay.num_workers``; -1: one a core) asks for more self-play worker
+    processes than there are cores, else None: more workers than cores only share them, each with its own memory."""
+    wanted = num_workers if num_workers >= 0 else default_workers(cores)
+    return cores if wanted > cores else None
+
+
 def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None = None,
           keep: frozenset[str] | set[str] = frozenset()) -> config.RunConfig:
     """``run`` (a preset's sizes: one self-play lane) sized for ``cores`` cores, with a GPU or without.

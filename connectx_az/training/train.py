@@ -166,13 +166,15 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
         threads: int | None = None, device: str | None = None, time_budget: float | None = None,
-        keep_every: int | None = None, clock: Callable[[], float] = time.monotonic) -> Path:
+        keep_every: int | None = None, workers: int | None = None,
+        clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     A new run needs ``config`` and an empty folder (``runs.run_config``); ``resume=True`` goes on with the saved
     config, or with ``config`` for the same network.  ``init_model`` warm-starts a new run
     (``network.load_into``).  ``num_generations`` stops this call early; ``on_generation`` gets each saved
-    metrics row.  ``threads`` and ``device`` apply to this call only (not saved).  ``time_budget`` (seconds,
+    metrics row.  ``threads``, ``device`` and ``workers`` (self-play worker processes) apply to this call only
+    (not saved).  ``time_budget`` (seconds,
     by ``clock``) stops before a generation that would end after it.  ``keep_every`` N > 0 also keeps
     ``runs.snapshot_path`` after every N-th generation and the last; None keeps the run's own setting, 0 stops."""
     if time_budget is not None and not time_budget > 0:
@@ -196,6 +198,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         raise ConfigError(f"{run_dir} has done {runs.check_run(run_dir)} generations already; num_generations="
                           f"{config.num_generations} would end it before them (--generations N stops one call early)")
     runs.write_config(run_dir, config, resume=resume, changed=changed)
+    played = config if workers is None else replace(config, selfplay=replace(config.selfplay, num_workers=workers))
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = place(PolicyValueNet(config.net), device)  # before the optimizer: its state takes the weights' layout
@@ -210,9 +213,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     stop = min(limits) if limits else None
     precision = config.precision
     if precision == "auto" and device.type == "cuda":  # a GPU's: the faster on this network at self-play's batch
-        precision = fastest_precision(net, device, inference_batch(config))
+        precision = fastest_precision(net, device, inference_batch(played))
         log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
-                 inference_batch(config))
+                 inference_batch(played))
     evaluator = TorchEvaluator(net, device, precision)
     spent, expected, _ = runs.time_left(runs.rows_before(run_dir, generation), config.total_time)
     if time_budget is not None and not expected and (stop is None or generation < stop):
@@ -230,13 +233,13 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         if time_budget is not None and (used := clock() - started) + expected > time_budget:
             of = "" if timed else f" of {config.num_generations}"
             log.warning("time budget: stopped before generation %d%s (%s of %s used, a generation takes about "
-                        "%s); the run is saved, resume with: connectx-az train --resume %s",
+                        "%s); the run is saved, %s",
                         generation, of, runs.format_duration(used),
-                        runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
+                        runs.format_duration(time_budget), runs.format_duration(expected), runs.resume_hint(run_dir))
             break
         fraction = (spent + expected) / config.total_time if timed else None
         begun = clock()
-        row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress,
+        row = _generation(run_dir, generation, played, net, optimizer, evaluator, device, solved, progress,
                           fraction=fraction)
         expected = clock() - begun
         spent += expected
