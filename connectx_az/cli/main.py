@@ -8,7 +8,9 @@ import argparse
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 
 from connectx_az import errors, extras
 from connectx_az.cli import bench, build, evaluate, play, release, train
@@ -63,11 +65,33 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return errors.UserError, FileNotFoundError, PermissionError, ModelError, SubmissionError
 
 
+#: what an interrupted command says it kept, unless it set ``args.kept`` (``interrupted: ...``, one line)
+NOTHING_KEPT = "nothing was kept; run the same command again"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: a ``KeyboardInterrupt``, so that every command stops its children, removes its
+    temporary files and says what it kept, whichever of the two ends it."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command of ``argv`` (default ``sys.argv[1:]``); its exit status."""
+    """Run the command of ``argv`` (default ``sys.argv[1:]``); its exit status (130 when Ctrl-C or SIGTERM ended
+    it, after one line saying what was kept: ``args.kept``, which a command may set as it goes)."""
     parser = build_parser()
     args = parser.parse_args(join_dash_values(parser, sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main_thread else None
+    try:
+        return _run(args)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``args.func(args)``, its user's errors as one ``error:`` line, an interrupt as one ``interrupted:`` line."""
     try:
         return int(args.func(args))
     except user_errors() as exc:
@@ -79,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {extras.missing_message([exc.name], f'`connectx-az {command_name(args)}`')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"interrupted: {getattr(args, 'kept', None) or NOTHING_KEPT}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as a Unix tool does
         # Python flushes stdout again at exit, which would raise once more: point it at /dev/null.
