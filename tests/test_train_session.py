@@ -326,3 +326,65 @@ def test_train_run_plays_with_the_workers_of_the_call_and_saves_none(tmp_path: P
     cfg = config.make_config("smoke", overrides=[*SMOKE, "selfplay.num_workers=64"])
     train.run(run_dir, cfg, progress=False, num_generations=1, workers=0)  # 0: self-play in this process
     assert _generations(run_dir) == [0] and config.load_config(run_dir).selfplay.num_workers == 64
+
+
+def test_a_generation_stopped_after_its_self_play_trains_on_its_games_when_resumed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config.make_config("smoke", overrides=SMOKE)
+    whole = tmp_path / "whole"
+    train.run(whole, cfg, progress=False, num_generations=1)
+
+    stopped = tmp_path / "stopped"
+    steps = train.train_steps
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the generation trains
+
+    monkeypatch.setattr(train, "train_steps", stop)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(stopped, cfg, progress=False, num_generations=1)
+    assert (stopped / "replay" / "gen_000000.npz").is_file() and not (stopped / "checkpoint.pt").exists()
+    assert runs.status_line(stopped).startswith("the run is saved after 0 generations (of 3, 0 s), and generation "
+                                                "1's self-play (4 games, trained on when resumed); resume with: ")
+
+    def no_games(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the games on disk were played again")
+
+    monkeypatch.setattr(train, "train_steps", steps)
+    monkeypatch.setattr(train.workers, "play_games", no_games)
+    train.run(stopped, resume=True, progress=False, num_generations=1)
+    row, = runs.read_rows(stopped)
+    assert row["selfplay_kept"] is True
+    # the same games and the same random state after them: the generation trains as if never stopped
+    expected, = runs.read_rows(whole)
+    for key in ("policy_loss", "value_loss", "num_games", "num_positions", "selfplay_seconds"):
+        assert (row[key] == expected[key]) if key != "selfplay_seconds" else row[key] > 0, key
+    assert row["seconds"] >= row["selfplay_seconds"]  # the run's clock counts the self-play played before
+
+
+@pytest.mark.parametrize("how", ["kill -9", "ctrl-c"])
+def test_train_cli_killed_after_a_generations_self_play_resumes_from_its_games(tmp_path: Path, how: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "run"
+    cli = [sys.executable, "-m", "connectx_az.cli", "train"]
+    # training steps enough that the signal lands in the first generation's training
+    proc = subprocess.Popen([*cli, str(run_dir), "--preset", "smoke", "--quiet", "--workers", "0",
+                             "--set", "selfplay.num_games=4", "--set", "eval_positions=0",
+                             "--set", "train.steps_per_generation=100000"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "replay" / "gen_000000.json").is_file():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if how == "ctrl-c":
+        assert proc.returncode == 130, err
+        assert out.splitlines()[-1].startswith("interrupted: the run is saved after 0 generations (of 2, 0 s), and "
+                                               "generation 1's self-play (4 games, trained on when resumed); ")
+    again = subprocess.run([sys.executable, "-m", "connectx_az.cli", "-v", "train", "--resume", str(run_dir),
+                            "--quiet", "--generations", "1", "--set", "train.steps_per_generation=2"],
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "generation 0: its self-play, kept on disk, is not played again" in again.stderr
+    assert runs.read_rows(run_dir)[0]["selfplay_kept"] is True

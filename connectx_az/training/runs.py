@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
+from connectx_az.training import replay
 from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config
 from connectx_az.training.network import CheckpointError, PolicyValueNet, load_checkpoint, load_into
 
@@ -272,7 +273,10 @@ def status_line(run_dir: str | Path) -> str:
                 f"--out {model}, then {COMMAND} build --model {model}")
     target = f"{spent} of {format_duration(config.total_time)}" if config.total_time else \
         f"of {config.num_generations}, {spent}"
-    return f"the run is saved after {generation} generations ({target}); {resume_hint(run_dir)}"
+    note = replay.read_note(run_dir / "replay", generation)
+    games = f", and generation {generation + 1}'s self-play ({note['stats']['num_games']:,} games, trained on when " \
+        "resumed)" if note and isinstance(note.get("stats"), dict) and "num_games" in note["stats"] else ""
+    return f"the run is saved after {generation} generations ({target}){games}; {resume_hint(run_dir)}"
 
 
 def resume_hint(run_dir: str | Path) -> str:

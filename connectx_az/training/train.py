@@ -2,7 +2,8 @@
 
 Generation ``g`` writes its shard, then its metrics line, then the checkpoint saying "next is ``g + 1``",
 each atomically; a killed run resumes at the checkpoint and redoes the unfinished generation (metrics
-trimmed), so none is lost or counted twice.  Randomness is seeded from ``(seed, generation)``: a resumed run
+trimmed), so none is lost or counted twice; a generation whose shard is on disk with its note (``replay.write_note``)
+trains on those games instead of playing them again.  Randomness is seeded from ``(seed, generation)``: a resumed run
 on CPU makes the same games.  A timed run (``RunConfig.total_time``) follows the share of its time spent
 (``run_seconds``, across resumes) and ends before a generation that would not fit, judged by the last one."""
 
@@ -33,6 +34,7 @@ from connectx_az.training.network import (
     save_checkpoint,
     train_autocast_dtype,
 )
+from connectx_az.training.selfplay import SelfPlayStats
 from connectx_az.training.sizing import format_hours, train_command
 
 log = logging.getLogger(__name__)
@@ -241,7 +243,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         begun = clock()
         row = _generation(run_dir, generation, played, net, optimizer, evaluator, device, solved, progress,
                           fraction=fraction)
-        expected = clock() - begun
+        # a generation whose self-play an earlier session played took that time too
+        expected = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
         spent += expected
         row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
         runs.append_metrics(run_dir, row)
@@ -274,18 +277,28 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     t0 = time.perf_counter()
     rng = np.random.default_rng([config.seed, generation])
     torch.manual_seed(config.seed * 1_000_003 + generation)
-    with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
-              disable=not progress) as bar:
-        threads = torch.get_num_threads()  # the run's, which training uses
-        torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
-            config.selfplay.num_workers)))
-        try:
-            records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                config.mcts, rng, on_game_done=lambda _: bar.update(1))
-        finally:
-            torch.set_num_threads(threads)
-    t_selfplay = time.perf_counter() - t0
-    replay.write_shard(run_dir / "replay", generation, records)
+    kept = kept_selfplay(run_dir, generation, config)
+    if kept is None:
+        with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
+                  disable=not progress) as bar:
+            threads = torch.get_num_threads()  # the run's, which training uses
+            torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
+                config.selfplay.num_workers)))
+            try:
+                records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
+                                                    config.mcts, rng, on_game_done=lambda _: bar.update(1))
+            finally:
+                torch.set_num_threads(threads)
+        t_selfplay = time.perf_counter() - t0
+        replay.write_shard(run_dir / "replay", generation, records)
+        # the games are kept: a run stopped from here on trains on them when resumed, from the same random state
+        replay.write_note(run_dir / "replay", generation, {"stats": asdict(stats), "rng": rng.bit_generator.state,
+                                                           "selfplay_seconds": t_selfplay})
+        before = 0.0
+    else:
+        log.info("generation %d: its self-play, kept on disk, is not played again", generation)
+        stats, rng.bit_generator.state, t_selfplay = kept
+        before = t_selfplay  # spent in the session that played them
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
@@ -308,8 +321,25 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                            "device": str(device), "precision": str(evaluator.dtype or "float32").removeprefix("torch."),
                            "threads": torch.get_num_threads()}
     row.update(_evaluate(evaluator, config))
-    row["seconds"] = round(time.perf_counter() - t0, 2)
+    row["seconds"] = round(time.perf_counter() - t0 + before, 2)
+    if kept is not None:
+        row["selfplay_kept"] = True
     return row
+
+
+def kept_selfplay(run_dir: Path, generation: int, config: RunConfig) -> tuple[SelfPlayStats, dict, float] | None:
+    """``(stats, rng state, seconds)`` of ``generation``'s self-play where a stopped session left its games on disk
+    (``replay.write_note``) for this config's number of games, else None."""
+    note = replay.read_note(run_dir / "replay", generation)
+    if note is None:
+        return None
+    try:
+        stats = SelfPlayStats(**note["stats"])
+        if stats.num_games != config.selfplay.num_games:
+            return None
+        return stats, dict(note["rng"]), float(note["selfplay_seconds"])
+    except (KeyError, TypeError, ValueError):  # a note of another version: play again
+        return None
 
 
 def inference_batch(config: RunConfig) -> int:
