@@ -388,3 +388,31 @@ def test_train_cli_killed_after_a_generations_self_play_resumes_from_its_games(t
     assert again.returncode == 0, again.stderr
     assert "generation 0: its self-play, kept on disk, is not played again" in again.stderr
     assert runs.read_rows(run_dir)[0]["selfplay_kept"] is True
+
+
+def test_a_timed_run_whose_first_generation_eats_its_time_shrinks_the_later_ones_to_fit_a_handful(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from connectx_az.training import sizing
+
+    ticks = itertools.count(0.0, 60.0)  # a minute a generation by this clock, whatever it plays
+    # four minutes: four generations of the first's size would fit, fewer than a handful (five)
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "selfplay.num_games=16", "total_time=240"])
+    with caplog.at_level(logging.WARNING, logger="connectx_az.training.train"):
+        train.run(tmp_path / "run", cfg, progress=False, clock=lambda: next(ticks))
+    rows = runs.read_rows(tmp_path / "run")
+    scale = sizing.deadline_scale(240, 60)
+    assert 0 < scale < 1 and rows[0]["expected_generations"] == sizing.MIN_TIMED_GENERATIONS
+    assert [r["num_games"] for r in rows] == [16] + [round(16 * scale)] * (len(rows) - 1)
+    assert any("the later ones play 75% of its games and steps, so that about 5 fit" in r.getMessage()
+               for r in caplog.records)
+    line = runs.generation_line(rows[0], cfg)
+    assert line.endswith("; about 5 generations fit in 4 min")
+
+
+def test_a_timed_run_where_a_handful_fit_plays_every_generation_at_its_size(tmp_path: Path) -> None:
+    ticks = itertools.count(0.0, 60.0)
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "total_time=600"])  # ten fit
+    train.run(tmp_path / "run", cfg, progress=False, num_generations=3, clock=lambda: next(ticks))
+    rows = runs.read_rows(tmp_path / "run")
+    assert [r["num_games"] for r in rows] == [4, 4, 4] and rows[0]["expected_generations"] == 10
+    assert "expected_generations" not in rows[1]

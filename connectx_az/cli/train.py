@@ -71,6 +71,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
         print(devices.describe(cfg, machine))
+        if cfg.total_time:
+            print(f"--total-time {runs.format_duration(cfg.total_time)}: the first generation measures how many fit "
+                  f"(at least {sizing.MIN_TIMED_GENERATIONS}: the later ones shrink where fewer would)")
         run_dir = Path(args.run_dir or "runs/latest")
         call = dict(init_model=args.init_model)
     shown = cfg if cfg is not None else config.load_config(run_dir)  # what the run trains with, for its lines

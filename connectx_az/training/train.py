@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from connectx_az import files
-from connectx_az.training import devices, replay, runs, workers
+from connectx_az.training import devices, replay, runs, sizing, workers
 from connectx_az.training.config import ConfigError, RunConfig
 from connectx_az.training.network import (
     PolicyValueNet,
@@ -224,7 +224,11 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
                     "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
+    first = runs.run_clock(runs.rows_before(run_dir, 1))  # the first generation's time: how many fit
     while stop is None or generation < stop:
+        scale = sizing.deadline_scale(config.total_time, first[0]) if timed and first and generation >= 1 else 1.0
+        if generation == 1 and scale < 1.0:  # the next is the first smaller one
+            expected *= scale
         if timed and spent + expected > config.total_time:
             log.info("the run's total time is spent: %d generations in %s of %s (the next would take about %s)",
                      generation, runs.format_duration(spent), runs.format_duration(config.total_time),
@@ -241,12 +245,22 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
             break
         fraction = (spent + expected) / config.total_time if timed else None
         begun = clock()
-        row = _generation(run_dir, generation, played, net, optimizer, evaluator, device, solved, progress,
-                          fraction=fraction)
+        row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
+                          solved, progress, fraction=fraction)
         # a generation whose self-play an earlier session played took that time too
         expected = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
         spent += expected
         row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
+        if timed and generation == 0:
+            first = [spent]
+            row["expected_generations"] = timed_generations(config.total_time, spent)
+            log.info("about %d generations in the total time of %s, at %s a generation", row["expected_generations"],
+                     runs.format_duration(config.total_time), runs.format_duration(spent))
+            if row["expected_generations"] > expected_generations(config.total_time, spent):
+                log.warning("the first generation took %s of the run's %s: the later ones play %.0f%% of its games "
+                            "and steps, so that about %d fit and the learning rate anneals",
+                            runs.format_duration(spent), runs.format_duration(config.total_time),
+                            100 * sizing.deadline_scale(config.total_time, spent), row["expected_generations"])
         runs.append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
@@ -258,10 +272,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                 if isinstance(value, (int, float)):
                     tb.add_scalar(key, value, generation)
         log.info("generation %d: %s", generation - 1, {k: row[k] for k in ("policy_loss", "value_loss", "seconds")})
-        if timed and generation == 1:
-            log.info("about %d generations in the total time of %s, at %s a generation",
-                     expected_generations(config.total_time, expected), runs.format_duration(config.total_time),
-                     runs.format_duration(expected))
         if on_generation is not None:
             on_generation(row)
     if tb is not None:
@@ -351,6 +361,15 @@ def inference_batch(config: RunConfig) -> int:
 def expected_generations(total_time: float, generation_seconds: float) -> int:
     """How many generations of ``generation_seconds`` a run of ``total_time`` seconds makes (at least one)."""
     return max(1, int(total_time // max(generation_seconds, 1e-9)))
+
+
+def timed_generations(total_time: float, first_seconds: float) -> int:
+    """How many generations a timed run whose first took ``first_seconds`` expects: ``expected_generations``, or
+    with later ones smaller (``sizing.deadline_scale``) the first and those that fit in the time left."""
+    scale = sizing.deadline_scale(total_time, first_seconds)
+    if scale >= 1.0:
+        return expected_generations(total_time, first_seconds)
+    return 1 + (int((total_time - first_seconds) / (first_seconds * scale) + 1e-9) if scale > 0 else 0)
 
 
 def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:
