@@ -129,7 +129,7 @@ def test_compare_on_two_cores_stops_both_lanes_children(tmp_path: Path) -> None:
 
 
 def test_bench_agent_stops_its_file_and_removes_its_folder(tmp_path: Path) -> None:
-    proc = _start(["-m", "connectx_az.cli", "bench", "agent", "--seconds", "30"], tmp_path)
+    proc = _start(["-m", "connectx_az.cli", "bench", "agent", "--seconds", "1"], tmp_path)  # then the file: 6 s
     _wait_for(proc, lambda: len(_session(proc.pid)) >= 2, "the built file's process")
     _, err = _stop(proc, "sigterm")
     assert err.splitlines()[-1] == "interrupted: nothing was kept; run the same command again"
