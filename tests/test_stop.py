@@ -139,7 +139,8 @@ def test_bench_agent_stops_its_file_and_removes_its_folder(tmp_path: Path) -> No
 @pytest.mark.parametrize("command", [["eval", "pons", "--submission", "slow.py"],
                                      ["arena", "--alphabeta", "3", "5", "--games", "200"]])
 def test_sigterm_ends_a_grading_with_its_line(tmp_path: Path, command: list[str]) -> None:
-    slow = "import time\n" + LEFTMOST.replace("    board =", "    time.sleep(0.05)  # 5 minutes for the six sets\n    board =")
+    # 0.05 s a move: five minutes for the six sets
+    slow = "import time\n" + LEFTMOST.replace("    board =", "    time.sleep(0.05)\n    board =")
     (tmp_path / "slow.py").write_text(slow)
     proc = _start(["-m", "connectx_az.cli", *command], tmp_path)
     time.sleep(4.0)  # past its start, into the positions or the games
