@@ -232,8 +232,10 @@ def generation_line(row: dict[str, Any], config: RunConfig) -> str:
         where = f"({row.get('run_seconds', 0) / config.total_time:.0%} of {format_duration(config.total_time)})"
     else:
         where = f"of {config.num_generations}"
-    fit = f"; about {row['expected_generations']} generations fit in {format_duration(config.total_time)}" \
-        if "expected_generations" in row and config.total_time else ""
+    fit = ""
+    if "expected_generations" in row and config.total_time:
+        count = row["expected_generations"]
+        fit = f"; about {count} generation{'s' * (count != 1)} fit in {format_duration(config.total_time)}"
     return (f"generation {done} {where}: {row['seconds']:.0f} s (self-play {row['selfplay_seconds']:.0f} s, "
             f"training {row['train_seconds']:.0f} s), loss policy {row['policy_loss']:.3f} value "
             f"{row['value_loss']:.3f}, lr {row['lr']:.2g}{fit}")
