@@ -57,15 +57,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                       "the same filters)")
             cfg = warm
         machine = devices.detect(devices.resolve_device(args.device or cfg.device))
-        keep = _user_keys(args) & set(sizing.SIZED_KEYS)
-        sized = sizing.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
-                             keep=keep)
-        if (num_workers := sizing.capped_workers(sized.selfplay.num_workers, machine.cores)) is not None:
-            print(f"{sized.selfplay.num_workers} self-play workers capped at {num_workers}, the cores found (more "
-                  "would share them)", file=sys.stderr if args.show_config else sys.stdout)
-            sized = sizing.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu),
-                                 workers=num_workers, keep=keep - {"selfplay.num_workers"})
-        cfg = sized
+        cfg, capped = sizing.sized_within(cfg, cores=args.threads or machine.cores, found=machine.cores,
+                                          gpu=bool(machine.gpu), workers=args.workers,
+                                          keep=_user_keys(args) & set(sizing.SIZED_KEYS))
+        if capped:
+            print(capped, file=sys.stderr if args.show_config else sys.stdout)
         if args.show_config:  # the machine's line on stderr, so that stdout stays JSON
             print(devices.describe(cfg, machine), file=sys.stderr)
             print(json.dumps(config.to_dict(cfg), indent=2))

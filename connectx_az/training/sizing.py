@@ -53,6 +53,19 @@ def capped_workers(num_workers: int, cores: int) -> int | None:
     return cores if wanted > cores else None
 
 
+def sized_within(run: config.RunConfig, *, cores: int, found: int, gpu: bool, workers: int | None = None,
+                 keep: frozenset[str] | set[str] = frozenset()) -> tuple[config.RunConfig, str | None]:
+    """``sized``, its self-play workers capped at the ``found`` cores (``capped_workers``), and the line that says
+    so (None: not capped)."""
+    run_sized = sized(run, cores=cores, gpu=gpu, workers=workers, keep=keep)
+    num_workers = capped_workers(run_sized.selfplay.num_workers, found)
+    if num_workers is None:
+        return run_sized, None
+    return (sized(run, cores=cores, gpu=gpu, workers=num_workers, keep=set(keep) - {"selfplay.num_workers"}),
+            f"{run_sized.selfplay.num_workers} self-play workers capped at {num_workers}, the cores found (more "
+            "would share them)")
+
+
 def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None = None,
           keep: frozenset[str] | set[str] = frozenset()) -> config.RunConfig:
     """``run`` (a preset's sizes: one self-play lane) sized for ``cores`` cores, with a GPU or without.

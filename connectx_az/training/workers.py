@@ -20,8 +20,9 @@ Wire format, one pipe per worker, each message a one-byte tag then its payload::
     server -> worker  logits float32[n,7] then value float32[n], side to move
 
 Pickle only crosses a pipe to this process's own children.  A worker's failure is raised here as
-``WorkerError``; workers are daemonic, ignore Ctrl-C and exit when their pipe closes, and the server checks
-that a silent worker is alive, so neither side hangs or outlives the other."""
+``WorkerError``; workers are daemonic, ignore Ctrl-C (blocked from their birth) and exit when their pipe closes,
+the server checks that a silent worker is alive, and a stopped ``play_games`` terminates them all at once, so
+neither side hangs or outlives the other, whatever the number of workers."""
 
 from __future__ import annotations
 
