@@ -276,6 +276,7 @@ def test_ctrl_c_says_where_the_run_stands_and_how_to_resume_it(tmp_path: Path) -
     (["RUN", "--total-time=0"], "--total-time '0' is not a positive duration; "),
     (["RUN", "--time-budget", "-90s"], "--time-budget '-90s' is not a positive duration; "),
     (["RUN", "--preset", "tiny"], "--preset tiny: choose one of smoke, cpu, gpu"),
+    (["RUN", "--device", "tpu"], "--device tpu: unknown device 'tpu'; use auto, cpu or cuda"),
 ])
 def test_a_bad_train_option_is_refused_in_one_line_that_names_it_and_its_value(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:

@@ -18,6 +18,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.preset is not None and args.preset not in config.PRESETS:
         raise errors.UserError(f"--preset {args.preset}: choose one of {', '.join(config.PRESETS)}")
+    if args.device is not None:
+        try:
+            devices.resolve_device(args.device)
+        except config.ConfigError as exc:
+            raise errors.UserError(f"--device {args.device}: {exc}") from None
     budget = runs.parse_duration(args.time_budget, "--time-budget") if args.time_budget is not None else None
     total = [f"total_time={runs.parse_duration(args.total_time, '--total-time')}"] if args.total_time is not None \
         else []
