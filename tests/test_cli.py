@@ -53,10 +53,10 @@ def test_every_argument_has_help() -> None:
     ("args", "message"),
     [
         (("build", "--model", "missing.onnx"), "does not exist"),
-        (("train", "RUN", "--preset", "huge"), "unknown preset"),
+        (("train", "RUN", "--preset", "huge"), "--preset huge: choose one of smoke, cpu, gpu"),
         (("train", "RUN", "--preset", "smoke", "--set", "mcts.sims=3"), "valid keys"),
         (("export", "missing.pt"), "does not exist"),
-        (("train", "--resume", "no_such_run"), "a training run directory"),
+        (("train", "--resume", "no_such_run"), "--resume no_such_run: not a run's folder"),
         (("validate", "missing_submission.py"), "run `make submission` first"),
     ],
 )

@@ -199,9 +199,10 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
 def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path, monkeypatch) -> None:
     ran: list[tuple[str, int | None]] = []
 
-    def fake_child(step, out_dir, core):
+    def fake_child(step, out_dir, core, children):
         ran.append((step.name, core))
         (out_dir / step.file).write_text("{}")
+        return True
 
     monkeypatch.setattr(compare_steps, "_run_child", fake_child)
     monkeypatch.setattr(compare_steps.extras, "is_installed", lambda module: module != "kaggle_environments")

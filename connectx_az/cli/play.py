@@ -67,6 +67,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
         if not args.json:
             print(duel.format_game(played), flush=True)
 
+    args.kept = f"the positions the referee proved are kept in {args.cache}: the same command plays again faster"
     with bars.progress_bar(2 * args.games, "games") as bar:
         try:
             report = duel.duel(args.submission, games_per_seat=args.games, noise=args.noise, runtime=args.runtime,

@@ -31,6 +31,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sizes = compare.Sizes(**{**dataclasses.asdict(sizes), **changes})
     candidate = Path(args.candidate)
     out = Path(args.out or f"build/compare/{candidate.stem or candidate.name}{'-quick' if args.quick else ''}")
+    args.kept = f"the grades done are kept in {out}: the same command goes on from them"
     print(f"compare into {out} ({sizes.label}); a killed compare resumes where it stopped; the time left is "
           "measured from the steps as they end", flush=True)
     result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, cores=args.cores,
