@@ -5,6 +5,7 @@ Commands import what they need when they run, so ``build`` works with numpy alon
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import re
@@ -69,9 +70,14 @@ def user_errors() -> tuple[type[BaseException], ...]:
 NOTHING_KEPT = "nothing was kept; run the same command again"
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM as Ctrl-C: a ``KeyboardInterrupt``, so that every command stops its children, removes its
-    temporary files and says what it kept, whichever of the two ends it."""
+def _interrupt(main_pid: int, signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C in the process that runs ``main`` (``main_pid``): a ``KeyboardInterrupt``, so that every
+    command stops its children, removes its temporary files and says what it kept, whichever of the two ends it.
+    A child forked from it inherits this handler; there SIGTERM keeps its default meaning (``terminate()``)."""
+    if os.getpid() != main_pid:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise KeyboardInterrupt
 
 
@@ -82,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(join_dash_values(parser, sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main_thread else None
+    previous = signal.signal(signal.SIGTERM, functools.partial(_interrupt, os.getpid())) if in_main_thread else None
     try:
         return _run(args)
     finally:
