@@ -3,6 +3,10 @@ evaluator."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +128,17 @@ def toy_onnx(*, planes: int = 2, moves: int = 7, value: bool = True, value_weigh
     graph = helper.make_graph(nodes, "toy", [helper.make_tensor_value_info("obs", TensorProto.FLOAT,
                                                                            ["B", planes, 6, 7])], outputs, weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def cli_in_one_process(runs: list[list[str]], cwd: Path) -> list[list]:
+    """``[exit status, stderr]`` of each command line of ``runs``, run in turn by ``main`` in one fresh process
+    (validate pins its process to one core and blocks packages, as Kaggle's sandbox would: not the test's)."""
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
+              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli_in_one_process
 
 from connectx_az.cli import bars
 from connectx_az.cli import build as cli_build
@@ -618,19 +619,6 @@ NOT_SUBMISSIONS = {"empty.py": (b"", "defines no callable agent"),
                    "binary.py": (bytes(range(128, 256)), "not a text file")}
 
 
-def _in_one_process(runs: list[list[str]], cwd: Path) -> list[list]:
-    """``[exit status, stderr]`` of each command line of ``runs``, run in turn by ``main`` in one fresh process."""
-    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
-              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
-              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
-              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_one(tmp_path: Path) -> None:
     # One process runs the commands in turn (validate and eval pons --submission pin it to one core and
     # block packages, as Kaggle's sandbox would: not this test process).
@@ -638,7 +626,7 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         (tmp_path / name).write_bytes(content)
     runs = [[*command, name] for name in NOT_SUBMISSIONS
             for command in (["validate"], ["eval", "pons", "--submission"], ["arena", "--model", "--submission"])]
-    for argv, (code, err) in zip(runs, _in_one_process(runs, tmp_path), strict=True):
+    for argv, (code, err) in zip(runs, cli_in_one_process(runs, tmp_path), strict=True):
         expected = NOT_SUBMISSIONS[argv[-1]][1]
         assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {argv[-1]} is not a submission"), argv
         assert expected in err, (argv, err)
@@ -660,7 +648,7 @@ def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_t
             ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite", "--solver", "python"],
             ["arena", "--model", "--alphabeta", "1", "--builtin", "--submission", "blanked.py"],
             ["compare", "blanked.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
-    for argv, (code, err) in zip(runs, _in_one_process(runs, tmp_path), strict=True):
+    for argv, (code, err) in zip(runs, cli_in_one_process(runs, tmp_path), strict=True):
         assert code == 2 and err.count("\n") == 1, (argv, err)
         assert err.startswith("error: blanked.py: its network did not load (model: the embedded model fails its "
                               "sha256 check); on Kaggle it would play with uniform priors"), (argv, err)

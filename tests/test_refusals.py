@@ -12,12 +12,10 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import toy_onnx
+from conftest import cli_in_one_process, toy_onnx
 
 from connectx_az import paths
 from connectx_az.cli import main as cli_main
@@ -92,20 +90,6 @@ def test_card_says_when_the_model_is_not_the_one_its_card_describes(tmp_path: Pa
 # --------------------------------------------------------------------------- a book that does not load
 
 
-def _in_one_process(runs: list[list[str]], cwd: Path) -> list[list]:
-    """``[exit status, stderr]`` of each command line of ``runs``, run in turn by ``main`` in one fresh process
-    (validate pins its process to one core and blocks packages, as Kaggle's sandbox would: not this one)."""
-    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
-              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
-              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
-              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def test_a_file_whose_book_does_not_load_fails_in_one_line_in_validate_duel_and_compare(tmp_path: Path) -> None:
     # The agent plays on without its book (every opening move searched, seconds from the bank): before an upload,
     # the commands say so as they say a network did not load.
@@ -119,7 +103,7 @@ def test_a_file_whose_book_does_not_load_fails_in_one_line_in_validate_duel_and_
     runs = [["validate", "damaged.py", "--games", "1", "--opponents", "random"],
             ["duel", "damaged.py", "--games", "1", "--cache", "cache.sqlite", "--solver", "python"],
             ["compare", "damaged.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
-    for argv, (code, err) in zip(runs, _in_one_process(runs, tmp_path), strict=True):
+    for argv, (code, err) in zip(runs, cli_in_one_process(runs, tmp_path), strict=True):
         assert code == 2 and err.count("\n") == 1, (argv, err)
         assert err.startswith("error: damaged.py: its opening book did not load (BookError: book is corrupt"), err
         assert "on Kaggle it would search every opening move" in err
