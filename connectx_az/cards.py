@@ -32,6 +32,21 @@ def load(path: str | Path) -> dict[str, Any]:
     return card
 
 
+def mismatch(card: dict[str, Any], model: str | Path) -> str:
+    """How the file ``model`` differs from what ``card`` records of it (its size, then its sha256), in words; ``""``
+    where they agree or the card records neither (``OSError`` where the file cannot be read)."""
+    import hashlib
+
+    data = Path(model).read_bytes()
+    size, sha256 = card.get("num_bytes"), card.get("sha256")
+    if isinstance(size, int) and size != len(data):
+        return f"it holds {len(data):,} bytes, the card {size:,} (cut short or replaced since it was exported)"
+    actual = hashlib.sha256(data).hexdigest()
+    if isinstance(sha256, str) and sha256 and sha256.lower() != actual:
+        return f"its sha256 is {actual[:12]}, the card's {sha256[:12]} (changed since it was exported)"
+    return ""
+
+
 def _training_facts(card: dict[str, Any]) -> str:
     t = card.get("training") or {}
     facts = [f"{t['generations']:,} generations" if isinstance(t.get("generations"), int) else "",

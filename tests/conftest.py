@@ -3,6 +3,10 @@ evaluator."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +123,38 @@ def small_onnx16(small_net, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("onnx16") / "small16.onnx"
     export_onnx(small_net, path, float16=True)
     return path
+
+
+def toy_onnx(*, planes: int = 2, moves: int = 7, value: bool = True, value_weight: float = 0.1) -> bytes:
+    """A tiny ONNX model of linear heads, shaped as the network (``obs[B, 2, 6, 7]`` -> ``logits[B, 7]``, ``value
+    [B, 1]``) unless told otherwise: ``planes`` input planes, ``moves`` logits, no value output (``value=False``);
+    ``value_weight`` fills the value head's weights (``nan``: a value that is not finite on every board)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = planes * 6 * 7
+    weights = [numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.1, (n, moves)).astype(np.float32), "wp"),
+               numpy_helper.from_array(np.full((n, 1), value_weight, np.float32), "wv")]
+    nodes = [helper.make_node("Flatten", ["obs"], ["flat"], axis=1),
+             helper.make_node("Gemm", ["flat", "wp"], ["logits"])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", moves])]
+    if value:
+        nodes += [helper.make_node("Gemm", ["flat", "wv"], ["v"]), helper.make_node("Tanh", ["v"], ["value"])]
+        outputs.append(helper.make_tensor_value_info("value", TensorProto.FLOAT, ["B", 1]))
+    graph = helper.make_graph(nodes, "toy", [helper.make_tensor_value_info("obs", TensorProto.FLOAT,
+                                                                           ["B", planes, 6, 7])], outputs, weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def cli_in_one_process(runs: list[list[str]], cwd: Path) -> list[list]:
+    """``[exit status, stderr]`` of each command line of ``runs``, run in turn by ``main`` in one fresh process
+    (validate pins its process to one core and blocks packages, as Kaggle's sandbox would: not the test's)."""
+    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
+              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])

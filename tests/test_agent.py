@@ -423,6 +423,36 @@ def test_a_compile_that_raises_costs_nothing_but_the_compiled_solver(with_model,
     assert with_model.solver_kind == "python" and "LLVM ran out" in with_model.last_error
 
 
+class _Fixed:
+    """An evaluator that answers every position with the same ``logits`` and ``value``."""
+
+    def __init__(self, logits: list[float], value: float) -> None:
+        self.logits, self.value = np.array([logits], np.float32), np.array([value], np.float32)
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.repeat(self.logits, len(obs), 0), np.repeat(self.value, len(obs))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "onnxruntime"])
+def test_a_network_whose_value_is_not_finite_is_refused_when_loaded_and_the_agent_plays_on(backend: str) -> None:
+    from conftest import toy_onnx
+
+    from connectx_az.agent import backends
+
+    backends.check_outputs(_Fixed([0.0] * 7, 0.5))
+    for logits, value in (([0.0] * 7, math.nan), ([0.0] * 7, math.inf), ([math.nan] + [0.0] * 6, 0.0)):
+        with pytest.raises(ValueError, match="not finite"):
+            backends.check_outputs(_Fixed(logits, value))
+    config = replace(template.CONFIG, backends=(backend,))
+    healthy = template.from_model_bytes(toy_onnx(), config)
+    healthy.load_model()
+    assert healthy.backend == backend, healthy.load_error
+    agent = template.from_model_bytes(toy_onnx(value_weight=math.nan), config)  # its value: NaN on every board
+    agent.load_model()
+    assert agent.backend == "uniform" and "not finite" in agent.load_error
+    assert game.is_legal(0, agent(_obs(".......\n" * 6), FAST))
+
+
 def test_only_a_compiled_solver_fast_enough_for_the_position_draws_on_the_bank(with_model):
     from connectx_az.engine import solver_numba
 
@@ -450,6 +480,20 @@ def test_only_a_compiled_solver_fast_enough_for_the_position_draws_on_the_bank(w
     for empty, share in config.solver_schedule:
         assert agent._solver_seconds(empty, 1.0, 60.0) == (pytest.approx(share), 0.0)
     assert agent._solver_seconds(config.solver_schedule[-1][0] + 1, 1.0, 60.0) == (0.0, 0.0)
+
+
+def test_the_compiled_solver_draws_on_the_bank_exactly_when_its_rate_finishes_the_typical_proof_in_time() -> None:
+    # 2 s left, a share of 0.75 at 28 empty cells: 1.5 s of the move's own; a bank of 30 s, 20 kept: 0.25 * 10 =
+    # 2.5 s more.  The typical proof there takes 7,000 nodes: a rate of 1,750 a second finishes it in the 4 s.
+    config = replace(template.CONFIG, compiled_schedule=((40, 0.75),), solver_nodes=((28, 7_000),),
+                     solver_extra_seconds=4.0, solver_bank_share=0.25, solver_bank_reserve=20.0)
+    agent = template.Agent(config)
+    agent.solver, agent.solver_kind = SimpleNamespace(rate=1750.0), "numba"
+    assert agent._solver_seconds(28, 2.0, 30.0) == (1.5, 2.5)
+    agent.solver.rate = 1749.0  # 6,996 nodes in the 4 s: short of the proof, so the bank is left alone
+    assert agent._solver_seconds(28, 2.0, 30.0) == (1.5, 0.0)
+    agent.solver.rate = 1e9  # fast, but deeper than the list knows: no proof to count on
+    assert agent._solver_seconds(29, 2.0, 30.0) == (1.5, 0.0)
 
 
 def test_the_compiled_solver_plays_a_proven_opening_move(with_model):

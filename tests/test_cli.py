@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli_in_one_process
 
 from connectx_az.cli import bars
 from connectx_az.cli import build as cli_build
@@ -53,10 +54,10 @@ def test_every_argument_has_help() -> None:
     ("args", "message"),
     [
         (("build", "--model", "missing.onnx"), "does not exist"),
-        (("train", "RUN", "--preset", "huge"), "unknown preset"),
+        (("train", "RUN", "--preset", "huge"), "--preset huge: choose one of smoke, cpu, gpu"),
         (("train", "RUN", "--preset", "smoke", "--set", "mcts.sims=3"), "valid keys"),
         (("export", "missing.pt"), "does not exist"),
-        (("train", "--resume", "no_such_run"), "a training run directory"),
+        (("train", "--resume", "no_such_run"), "--resume no_such_run: not a run's folder"),
         (("validate", "missing_submission.py"), "run `make submission` first"),
     ],
 )
@@ -220,7 +221,7 @@ def test_eval_value_calibrates_the_value_head_against_eval_pons(tmp_path: Path) 
     no_draws = _run("eval", "value", "--sets", "Begin-Easy", "--limit", "10").stdout  # its first 10: no draw
     assert " / - / " in no_draws and "nan" not in no_draws
     bad = _run("eval", "value", "--bands", "1.5")
-    assert bad.returncode == 2 and "--bands must lie in [0, 1)" in bad.stderr
+    assert bad.returncode == 2 and "--bands 1.5 must lie in [0, 1)" in bad.stderr
 
 
 def test_eval_paired_counts_what_each_arm_alone_gets_wrong(tmp_path: Path) -> None:
@@ -450,7 +451,7 @@ def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(
     (tmp_path / "mine.pt").write_bytes(b"not onnx")
     assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
         "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
-        "mine.pt --out mine.onnx`, and build that\n")
+        "mine.pt --out build/mine.onnx`, and build that\n")
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
@@ -480,7 +481,7 @@ def test_bench_solver_takes_its_sets_and_deadline() -> None:
     assert "Begin-Hard" not in row and sum(cell["proven"] for cell in row["nodes_by_empty"].values()) == 1
     bad = _run("bench", "solver", "--deadline", "0")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
-    assert "--deadline and --limit must be positive" in bad.stderr
+    assert "--deadline 0 must be positive" in bad.stderr
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
@@ -494,7 +495,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int) -> str:
     ("args", "said"),
     [
         (("eval", "pons", "--limit", "-3"), "--limit -3 must be positive"),
-        (("eval", "pons", "--sims", "64", "0"), "--sims 64 0 must be positive"),
+        (("eval", "pons", "--sims", "64", "0"), "--sims 0 must be positive"),
         (("eval", "pons", "--bank", "-1", "--act-timeout", "0"), "--act-timeout 0 must be positive; --bank -1 must be "
                                                                  "zero or more"),
         (("eval", "value", "--limit", "0"), "--limit 0 must be positive"),
@@ -618,19 +619,6 @@ NOT_SUBMISSIONS = {"empty.py": (b"", "defines no callable agent"),
                    "binary.py": (bytes(range(128, 256)), "not a text file")}
 
 
-def _in_one_process(runs: list[list[str]], cwd: Path) -> list[list]:
-    """``[exit status, stderr]`` of each command line of ``runs``, run in turn by ``main`` in one fresh process."""
-    script = ("import contextlib, io, json, sys\nfrom connectx_az.cli.main import main\nout = []\n"
-              "for argv in json.loads(sys.argv[1]):\n    err = io.StringIO()\n"
-              "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
-              "    out.append([code, err.getvalue()])\nprint(json.dumps(out))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_one(tmp_path: Path) -> None:
     # One process runs the commands in turn (validate and eval pons --submission pin it to one core and
     # block packages, as Kaggle's sandbox would: not this test process).
@@ -638,7 +626,7 @@ def test_a_file_that_is_no_submission_is_one_line_in_every_command_that_plays_on
         (tmp_path / name).write_bytes(content)
     runs = [[*command, name] for name in NOT_SUBMISSIONS
             for command in (["validate"], ["eval", "pons", "--submission"], ["arena", "--model", "--submission"])]
-    for argv, (code, err) in zip(runs, _in_one_process(runs, tmp_path), strict=True):
+    for argv, (code, err) in zip(runs, cli_in_one_process(runs, tmp_path), strict=True):
         expected = NOT_SUBMISSIONS[argv[-1]][1]
         assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {argv[-1]} is not a submission"), argv
         assert expected in err, (argv, err)
@@ -660,7 +648,7 @@ def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_t
             ["duel", "blanked.py", "--games", "1", "--cache", "cache.sqlite", "--solver", "python"],
             ["arena", "--model", "--alphabeta", "1", "--builtin", "--submission", "blanked.py"],
             ["compare", "blanked.py", "--out", "compared", "--runtimes", "numpy", "--limit", "1", "--games", "1"]]
-    for argv, (code, err) in zip(runs, _in_one_process(runs, tmp_path), strict=True):
+    for argv, (code, err) in zip(runs, cli_in_one_process(runs, tmp_path), strict=True):
         assert code == 2 and err.count("\n") == 1, (argv, err)
         assert err.startswith("error: blanked.py: its network did not load (model: the embedded model fails its "
                               "sha256 check); on Kaggle it would play with uniform priors"), (argv, err)

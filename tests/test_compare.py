@@ -92,6 +92,19 @@ def test_a_lost_game_a_value_losing_move_or_a_worse_network_fails(tmp_path) -> N
     assert line.startswith("network alone Middle-Medium: worse at MCTS 800 (6 against 0, paired 6 / 0")
 
 
+def test_a_drawn_game_against_negamax_fails_the_rule_that_every_game_is_won(tmp_path) -> None:
+    write_grades(tmp_path)
+    results = [{"opponent": "negamax", "seat": 1, "wins": 10, "draws": 0, "losses": 0, "bad_statuses": [],
+                "max_move_s": 1.5},
+               {"opponent": "negamax", "seat": 2, "wins": 9, "draws": 1, "losses": 0, "bad_statuses": [],
+                "max_move_s": 1.5}]
+    (tmp_path / "negamax_numpy.json").write_text(json.dumps({"results": results}))
+    result = compare.verdict(tmp_path, runtimes=("numpy",))
+    assert not result["ships"]
+    assert result["fails"] == ["numpy negamax: 19 of 20 won, 0 timeouts or errors"]
+    assert result["runtimes"]["numpy"]["negamax"]["games"] == 20
+
+
 def test_grades_on_different_positions_are_refused_and_missing_ones_are_named(tmp_path) -> None:
     write_grades(tmp_path)
     rows = json.loads((tmp_path / "pons_numpy_Begin-Hard.json").read_text())
@@ -186,9 +199,10 @@ def test_a_smoke_compare_of_two_small_models_grades_resumes_and_writes_the_card(
 def test_two_cores_grade_the_two_runtimes_at_once_and_the_networks_last(tmp_path, monkeypatch) -> None:
     ran: list[tuple[str, int | None]] = []
 
-    def fake_child(step, out_dir, core):
+    def fake_child(step, out_dir, core, children):
         ran.append((step.name, core))
         (out_dir / step.file).write_text("{}")
+        return True
 
     monkeypatch.setattr(compare_steps, "_run_child", fake_child)
     monkeypatch.setattr(compare_steps.extras, "is_installed", lambda module: module != "kaggle_environments")

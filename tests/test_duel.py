@@ -188,6 +188,15 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
+def test_each_setting_a_duel_cannot_play_is_named_alone() -> None:
+    with pytest.raises(duel.DuelError) as caught:
+        duel.check_settings(games_per_seat=1, noise=2.0, act_timeout=2.0, opening="")
+    assert str(caught.value) == "the noise must lie in [0, 1], not 2"
+    with pytest.raises(duel.DuelError) as caught:
+        duel.check_settings(games_per_seat=0, noise=0.2, act_timeout=0.0, opening="")
+    assert str(caught.value) == "games a seat must be >= 1, not 0; the move time must be > 0, not 0"
+
+
 def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     submission = _file(tmp_path, LEFTMOST)
     assert cli_main.main(["duel", str(submission), "--opening", "48", "--solver", "python"]) == 2
@@ -199,8 +208,7 @@ def test_bad_opening_and_cache_are_one_line_errors(tmp_path: Path, capsys: pytes
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["--noise", "1.5"], "error: games a seat must be >= 1 (not 10), the noise in [0, 1] (not 1.5) and the move time "
-                         "> 0 (not 2)"),
+    (["--noise", "1.5"], "error: --noise 1.5 must lie in [0, 1]\n"),  # alone: not the settings that hold beside it
     (["--opening", "48"], "error: bad opening '48'"),
     ([], "error: `connectx-az duel` (its opponent and its checks solve positions) needs numba, which is not "
          "installed: run `make install-validate`"),

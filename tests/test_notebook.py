@@ -231,3 +231,22 @@ def test_notebook_times_a_new_run_by_train_time_and_sizes_it_to_the_machine(tmp_
     assert (rows[-2]["run_seconds"] if len(rows) > 1 else 0.0) <= 3  # the last generation began inside the time
     assert json.loads((work / "run" / "config.json").read_text())["total_time"] == 3.0
     assert (work / "out" / "submission.py").is_file()
+
+
+def test_the_submit_command_names_the_file_by_its_whole_path_so_it_can_be_typed_anywhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The notebook runs in notebooks/; its default OUT_DIR, "build", is notebooks/build.  The command it printed,
+    # `-f build/submission.py`, typed from the clone's root uploaded the shipped file instead of the user's.
+    from types import SimpleNamespace
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    last = [cell for cell in nb.cells if cell.cell_type == "code"][-1]
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    monkeypatch.chdir(notebooks)
+    for upload, message in ((Path("build") / "submission.py", "connectx_az 1x16, 2 generations, model abcdefabcdef"),
+                            (Path("build") / "compare" / "x" / "shipped.py", "connectx_az, the shipped model")):
+        exec(last.source, {"Path": Path, "UPLOAD": upload, "SUBMISSION": Path("build") / "submission.py",
+                           "EXPORT": SimpleNamespace(net_label="1x16", sha256="abcdef" * 10), "done": 2})
+        assert capsys.readouterr().out == (f"kaggle competitions submit -c connectx -f {notebooks / upload} "
+                                           f'-m "{message}"\n')

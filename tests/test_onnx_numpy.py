@@ -12,7 +12,9 @@ from connectx_az.training import export
 
 
 def _ort(data: bytes, x: np.ndarray) -> list[np.ndarray]:
-    evaluator = backends.OnnxRuntimeEvaluator(data)
+    """Every output of any graph run by onnxruntime (``OrtEvaluator``'s session: ``OnnxRuntimeEvaluator`` also
+    refuses a graph that is not the network)."""
+    evaluator = backends.OrtEvaluator(data)
     return evaluator.session.run(None, {evaluator.input_name: x.astype(np.float32)})
 
 

@@ -156,6 +156,29 @@ def test_the_temperature_draws_the_opening_moves_and_the_rest_are_the_most_visit
     assert len(games["drawn"]) == len({g[: 2 * 6 * 7 * 2] for g in games["drawn"]})
 
 
+def test_a_proven_root_plays_its_proof_even_where_the_opening_temperature_draws(monkeypatch) -> None:
+    # x to move at ply 6 wins at once in column 4 (0-based 3): the search proves the root, and the move is the
+    # proof's, though ply 6 is below temperature_plies and the visits are spread over the other columns too.
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.temperature_plies=8",
+                                                 "selfplay.temperature_early=1", "mcts.num_simulations=32"])
+    position, mask = game.from_ascii(".......\n" * 5 + "xxx.ooo\n")
+    start = game.num_stones(mask)
+    monkeypatch.setattr(selfplay, "_new_game", lambda *a: selfplay._Game(position, mask, start, [], [], [],
+                                                                         start_ply=start, opening="prefix"))
+    records, _ = selfplay.play_games(_SpreadEvaluator(), 24, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
+    assert len(records) == 24
+    for r in records:
+        assert r.num_plies - r.start_ply == 1 and r.value[-1] == 1  # one move: the win
+        assert r.policy[0][3] < 1  # the visits were not all on it: a draw from them could miss it
+
+
+class _SpreadEvaluator:
+    """Equal priors and a drawn value everywhere: the search spreads its visits until a proof stops it."""
+
+    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros((len(obs), game.NUM_ACTIONS), np.float32), np.zeros(len(obs), np.float32)
+
+
 class _RowByRowEvaluator:
     """Answers in integer arithmetic, row by row: a position gets the same answer whatever the batch beside it
     (a network does up to its last bits).  Keeps the keys of the positions it was sent, call by call."""

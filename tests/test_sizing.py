@@ -51,3 +51,20 @@ def test_train_command_names_the_nearest_preset_and_each_change_as_a_set_that_re
     assert sizing.train_command(config.to_dict(config.make_config("gpu", overrides=changed)), max_changes=3) == \
         "connectx-az train RUN --preset gpu (4 settings changed: see config.json)"
     assert sizing.train_command({"no_such_setting": 1}) == "connectx-az train RUN (custom settings: see config.json)"
+
+
+def test_a_timed_run_keeps_its_sizes_where_a_handful_of_generations_fit_and_shrinks_them_where_not() -> None:
+    cpu = config.make_config("cpu")
+    # three hours at about a minute a generation (the cpu preset on one core): exactly as sized
+    assert sizing.deadline_scale(3 * 3600, 57.0) == 1.0 and sizing.scaled(cpu, 1.0) is cpu
+    assert sizing.deadline_scale(5 * 60, 60.0) == 1.0 and sizing.MIN_TIMED_GENERATIONS == 5  # five fit: as sized
+    # nine minutes where the first generation took three: the other four share the six minutes left
+    assert sizing.deadline_scale(9 * 60, 180.0) == pytest.approx(0.5)
+    half = sizing.scaled(cpu, 0.5)
+    assert half.selfplay.num_games == cpu.selfplay.num_games // 2
+    assert half.train.steps_per_generation == round(cpu.train.steps_per_generation / 2)
+    assert (half.net, half.mcts, half.selfplay.num_parallel_games) == \
+        (cpu.net, cpu.mcts, cpu.selfplay.num_parallel_games)
+    assert sizing.deadline_scale(9 * 60, 9 * 60) == 0.0  # the first took it all: none is left
+    tiny = sizing.scaled(cpu, 1e-6)
+    assert tiny.selfplay.num_games == 1 and tiny.train.steps_per_generation == 1

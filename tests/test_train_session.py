@@ -59,7 +59,7 @@ def test_the_time_budget_stops_between_generations_and_the_run_resumes(
     first, record = [r for r in caplog.records if r.name == "connectx_az.training.train"]
     assert "the first generation runs whatever the budget" in first.getMessage()
     assert "stopped before generation 1 of 3" in record.getMessage()
-    assert f"resume with: connectx-az train --resume {run_dir}" in record.getMessage()
+    assert f"resume with: .venv/bin/connectx-az train --resume {run_dir}" in record.getMessage()
 
     # Resumed with a budget shorter than the last generation took: it stops at once, losing nothing.
     caplog.clear()
@@ -78,7 +78,7 @@ def test_train_cli_time_budget(tmp_path: Path) -> None:
             *(a for s in SMOKE for a in ("--set", s))]
     bad = subprocess.run([*args, "--time-budget=-5m"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.splitlines() == ["error: time budget '-5m' is not a positive duration; write seconds or a "
+    assert bad.stderr.splitlines() == ["error: --time-budget '-5m' is not a positive duration; write seconds or a "
                                        "number with a unit, e.g. 90s, 45m, 11.5h or 2h30m"]
     assert not (tmp_path / "run").exists()
     # a budget far shorter than a generation: the first one runs, then it stops cleanly, status 0
@@ -230,8 +230,9 @@ def test_train_cli_sizes_the_run_prints_a_line_a_generation_and_says_what_comes_
     generations = [line for line in lines if line.startswith("generation ")]
     assert generations and generations[0].startswith("generation 1 (") and "% of 4 s): " in generations[0]
     assert lines[-1].startswith(f"the run is complete: {len(generations)} generations in ")
-    assert lines[-1].endswith(f"next: connectx-az export {run_dir} --out build/model.onnx, then connectx-az build "
-                              "--model build/model.onnx")
+    # the hint names an export of this run's own, and the command as the README spells it
+    assert lines[-1].endswith(f"next: .venv/bin/connectx-az export {run_dir} --out build/run.onnx, then "
+                              ".venv/bin/connectx-az build --model build/run.onnx")
     assert config.load_config(run_dir).total_time == 4.0
     # a run ends inside its time plus at most one generation: its last generation began inside it
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -265,5 +266,155 @@ def test_ctrl_c_says_where_the_run_stands_and_how_to_resume_it(tmp_path: Path) -
     assert proc.returncode == 130, err
     last = out.splitlines()[-1]
     assert last.startswith(f"interrupted: the run is saved after {_next_generation(run_dir)} generations (of 1000, ")
-    assert last.endswith(f"; resume with: connectx-az train --resume {run_dir}")
+    assert last.endswith(f"; resume with: .venv/bin/connectx-az train --resume {run_dir}")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--resume", "README.md"], "--resume README.md: not a run's folder (one that holds config.json); "),
+    (["RUN", "--total-time", "-5m"], "--total-time '-5m' is not a positive duration; "),
+    (["RUN", "--total-time=0"], "--total-time '0' is not a positive duration; "),
+    (["RUN", "--time-budget", "-90s"], "--time-budget '-90s' is not a positive duration; "),
+    (["RUN", "--preset", "tiny"], "--preset tiny: choose one of smoke, cpu, gpu"),
+    (["RUN", "--device", "tpu"], "--device tpu: unknown device 'tpu'; use auto, cpu or cuda"),
+])
+def test_a_bad_train_option_is_refused_in_one_line_that_names_it_and_its_value(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    from connectx_az.cli.main import main
+
+    args = [str(tmp_path / "run") if a == "RUN" else a for a in args]
+    assert main(["train", *args, "--show-config"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {message}"), err
+    assert not (tmp_path / "run").exists()
+
+
+def test_workers_above_the_cores_found_are_capped_with_a_line(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from connectx_az.cli.main import main
+    from connectx_az.training import devices
+
+    monkeypatch.setattr(devices, "available_cores", lambda: 2)
+    assert main(["train", str(tmp_path / "run"), "--preset", "smoke", "--workers", "999", "--show-config"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["selfplay"]["num_workers"] == 2
+    assert "999 self-play workers capped at 2, the cores found" in err
+    # what the user asks within the cores is taken as it is, with no line
+    assert main(["train", str(tmp_path / "run"), "--preset", "smoke", "--workers", "2", "--show-config"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["selfplay"]["num_workers"] == 2 and "capped" not in err
+
+
+def test_a_resumed_run_with_more_workers_than_cores_plays_with_the_cores_and_keeps_its_config(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from connectx_az.cli.main import main
+    from connectx_az.training import devices
+
+    run_dir = tmp_path / "run"
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "selfplay.num_workers=999"])
+    runs.write_config(run_dir, cfg, resume=False, changed=False)  # a run started on a bigger machine
+    monkeypatch.setattr(devices, "available_cores", lambda: 1)
+    monkeypatch.setattr(devices, "detect", lambda device: devices.Machine(cores=1))
+    assert main(["train", "--resume", str(run_dir), "--generations", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "the run's 999 self-play workers capped at 1, the cores found, for this session" in out
+    assert _generations(run_dir) == [0]
+    assert config.load_config(run_dir).selfplay.num_workers == 999  # the run's own setting is kept
+
+
+def test_train_run_plays_with_the_workers_of_the_call_and_saves_none(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "selfplay.num_workers=64"])
+    train.run(run_dir, cfg, progress=False, num_generations=1, workers=0)  # 0: self-play in this process
+    assert _generations(run_dir) == [0] and config.load_config(run_dir).selfplay.num_workers == 64
+
+
+def test_a_generation_stopped_after_its_self_play_trains_on_its_games_when_resumed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config.make_config("smoke", overrides=SMOKE)
+    whole = tmp_path / "whole"
+    train.run(whole, cfg, progress=False, num_generations=1)
+
+    stopped = tmp_path / "stopped"
+    steps = train.train_steps
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the generation trains
+
+    monkeypatch.setattr(train, "train_steps", stop)
+    with pytest.raises(KeyboardInterrupt):
+        train.run(stopped, cfg, progress=False, num_generations=1)
+    assert (stopped / "replay" / "gen_000000.npz").is_file() and not (stopped / "checkpoint.pt").exists()
+    assert runs.status_line(stopped).startswith("the run is saved after 0 generations (of 3, 0 s), and generation "
+                                                "1's self-play (4 games, trained on when resumed); resume with: ")
+
+    def no_games(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the games on disk were played again")
+
+    monkeypatch.setattr(train, "train_steps", steps)
+    monkeypatch.setattr(train.workers, "play_games", no_games)
+    train.run(stopped, resume=True, progress=False, num_generations=1)
+    row, = runs.read_rows(stopped)
+    assert row["selfplay_kept"] is True
+    # the same games and the same random state after them: the generation trains as if never stopped
+    expected, = runs.read_rows(whole)
+    for key in ("policy_loss", "value_loss", "num_games", "num_positions", "selfplay_seconds"):
+        assert (row[key] == expected[key]) if key != "selfplay_seconds" else row[key] > 0, key
+    assert row["seconds"] >= row["selfplay_seconds"]  # the run's clock counts the self-play played before
+
+
+@pytest.mark.parametrize("how", ["kill -9", "ctrl-c"])
+def test_train_cli_killed_after_a_generations_self_play_resumes_from_its_games(tmp_path: Path, how: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "run"
+    cli = [sys.executable, "-m", "connectx_az.cli", "train"]
+    # training steps enough that the signal lands in the first generation's training
+    proc = subprocess.Popen([*cli, str(run_dir), "--preset", "smoke", "--quiet", "--workers", "0",
+                             "--set", "selfplay.num_games=4", "--set", "eval_positions=0",
+                             "--set", "train.steps_per_generation=100000"],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "replay" / "gen_000000.json").is_file():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if how == "ctrl-c":
+        assert proc.returncode == 130, err
+        assert out.splitlines()[-1].startswith("interrupted: the run is saved after 0 generations (of 2, 0 s), and "
+                                               "generation 1's self-play (4 games, trained on when resumed); ")
+        return  # the resume is the same as after kill -9
+    again = subprocess.run([sys.executable, "-m", "connectx_az.cli", "-v", "train", "--resume", str(run_dir),
+                            "--quiet", "--generations", "1", "--set", "train.steps_per_generation=2"],
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "generation 0: its self-play, kept on disk, is not played again" in again.stderr
+    assert runs.read_rows(run_dir)[0]["selfplay_kept"] is True
+
+
+def test_a_timed_run_whose_first_generation_eats_its_time_shrinks_the_later_ones_to_fit_a_handful(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from connectx_az.training import sizing
+
+    ticks = itertools.count(0.0, 60.0)  # a minute a generation by this clock, whatever it plays
+    # four minutes: four generations of the first's size would fit, fewer than a handful (five)
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "selfplay.num_games=16", "total_time=240"])
+    with caplog.at_level(logging.WARNING, logger="connectx_az.training.train"):
+        train.run(tmp_path / "run", cfg, progress=False, clock=lambda: next(ticks))
+    rows = runs.read_rows(tmp_path / "run")
+    scale = sizing.deadline_scale(240, 60)
+    assert 0 < scale < 1 and rows[0]["expected_generations"] == sizing.MIN_TIMED_GENERATIONS
+    assert [r["num_games"] for r in rows] == [16] + [round(16 * scale)] * (len(rows) - 1)
+    assert any("the later ones play 75% of its games and steps, so that about 5 fit" in r.getMessage()
+               for r in caplog.records)
+    line = runs.generation_line(rows[0], cfg)
+    assert line.endswith("; about 5 generations fit in 4 min")
+
+
+def test_a_timed_run_where_a_handful_fit_plays_every_generation_at_its_size(tmp_path: Path) -> None:
+    ticks = itertools.count(0.0, 60.0)
+    cfg = config.make_config("smoke", overrides=[*SMOKE, "total_time=600"])  # ten fit
+    train.run(tmp_path / "run", cfg, progress=False, num_generations=3, clock=lambda: next(ticks))
+    rows = runs.read_rows(tmp_path / "run")
+    assert [r["num_games"] for r in rows] == [4, 4, 4] and rows[0]["expected_generations"] == 10
+    assert "expected_generations" not in rows[1]

@@ -41,7 +41,9 @@ class OrtEvaluator:
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         self.input_name = self.session.get_inputs()[0].name
-        self.output_names = [o.name for o in self.session.get_outputs()][:2]
+        names = [o.name for o in self.session.get_outputs()]
+        # as ``onnx_numpy.policy_and_value``: by name, else the first and the last output
+        self.output_names = ["logits" if "logits" in names else names[0], "value" if "value" in names else names[-1]]
 
     def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         logits, value = self.session.run(self.output_names, {self.input_name: np.asarray(obs, np.float32)})
@@ -72,6 +74,30 @@ def make_evaluator(backend: str, data: bytes):
     raise ValueError(f"unknown backend {backend!r}")
 
 
+def check_outputs(evaluator) -> None:
+    """Raise ``ValueError`` (one line) unless ``evaluator`` scores the empty board as this package's network does.
+
+    The network reads ``obs float32[B, 2, 6, 7]`` (``game.encode``) and gives ``logits float32[B, 7]`` and ``value
+    float32[B]`` (or ``[B, 1]``), all finite: a model of other planes, another number of moves or no value output
+    fails here.  The one check of a loaded model: the agent's (``load_model``), ``build``'s, ``compare``'s and
+    ``eval pons --model``'s."""
+    probe = game.encode(np.zeros(1, np.uint64), np.zeros(1, np.uint64))
+    try:
+        logits, value = evaluator.evaluate(probe)
+    except Exception as exc:  # onnxruntime and the numpy runtime raise their own types for a wrong input
+        first = (str(exc).splitlines() or [""])[0][:160]
+        raise ValueError(f"it cannot score a position encoded as 2 planes of 6x7 ({type(exc).__name__}: {first})") \
+            from None
+    if np.shape(logits) != (1, game.NUM_ACTIONS):
+        raise ValueError(f"its move output has shape {np.shape(logits)} for one position, not (1, {game.NUM_ACTIONS})"
+                         " (one logit a column)")
+    if np.shape(value) != (1,):
+        raise ValueError(f"its value output has shape {np.shape(value)} for one position, not (1,) (a model with no "
+                         "value output gives its move output twice)")
+    if not (np.all(np.isfinite(logits)) and np.all(np.isfinite(value))):
+        raise ValueError("it gives outputs that are not finite on the empty board")
+
+
 def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
                limit_blas: bool = True) -> tuple[object, str, str]:
     """``(evaluator, backend, errors)`` for the embedded model: the first backend that works, else uniform.
@@ -95,14 +121,10 @@ def load_model(model_b64: str, model_sha256: str, backends: tuple[str, ...], *,
     except Exception as exc:
         errors.append(f"model: {exc}")
         data = b""
-    probe = game.encode(np.zeros(1, np.uint64), np.zeros(1, np.uint64))
     for backend in backends if data else ():
         try:
             evaluator = make_evaluator(backend, data)
-            logits, value = evaluator.evaluate(probe)
-            if np.shape(logits) != (1, game.NUM_ACTIONS) or np.shape(value) != (1,) \
-                    or not (np.all(np.isfinite(logits)) and np.all(np.isfinite(value))):
-                raise ValueError("the model gives malformed outputs")
+            check_outputs(evaluator)
         except Exception as exc:
             errors.append(f"{backend}: {type(exc).__name__}: {exc}")
             continue
@@ -126,7 +148,7 @@ class ModelError(ValueError):
 
 class OnnxRuntimeEvaluator(OrtEvaluator):
     """The agent's onnxruntime evaluator, loaded from a file path or the model bytes.  Raises ``FileNotFoundError``
-    (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load)."""
+    (no file), ``ImportError`` (no onnxruntime), ``ModelError`` (it cannot load, or ``check_outputs`` refuses it)."""
 
     def __init__(self, source: str | Path | bytes) -> None:
         data, name = read_model(source)
@@ -136,3 +158,7 @@ class OnnxRuntimeEvaluator(OrtEvaluator):
             raise
         except Exception as exc:  # onnxruntime raises its own exception types for bad models
             raise ModelError(f"onnxruntime cannot load {name}: {str(exc).splitlines()[0][:200]}") from exc
+        try:
+            check_outputs(self)
+        except ValueError as exc:
+            raise ModelError(f"{name} is not a network of this package: {exc}") from None

@@ -46,8 +46,8 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
     if not checkpoint.is_file():
         raise errors.UserError(f"--checkpoint {checkpoint} does not exist; pass a .pt file written by training")
     limit = None if args.limit == SOLVER_LIMIT else args.limit  # the solver's default is not this one's
-    if limit is not None and limit <= 0 or args.sims < 0:
-        raise errors.UserError("--limit must be positive and --sims not negative")
+    common.require_each((limit is None or limit > 0, f"--limit {limit} must be positive"),
+                        (args.sims >= 0, f"--sims {args.sims} must be zero or more"))
     print(f"float32 and bfloat16 on the Pons positions{f', MCTS {args.sims}' if args.sims else ''}, then the speed "
           "of each (pin to one idle core: taskset -c 1)", file=sys.stderr if args.json else sys.stdout, flush=True)
     result = bench_precision.run(checkpoint, limit=limit, sets=args.sets, sims=args.sims, seconds=args.seconds or 6.0)
@@ -56,14 +56,15 @@ def cmd_bench_precision(args: argparse.Namespace) -> int:
 
 
 def _check_agent_model(model: str) -> None:
-    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read."""
-    from connectx_az.agent import onnx_numpy
+    """Stop with one line where ``model`` is no ONNX model the agent's numpy runtime can read, or not shaped as the
+    network (``backends.check_outputs``)."""
+    from connectx_az.agent import backends, onnx_numpy
 
     path = Path(model)
     if not path.is_file():
         raise errors.UserError(f"model {path} not found; pass --model PATH.onnx")
     try:
-        onnx_numpy.NumpyOnnxModel(path.read_bytes())
+        backends.check_outputs(onnx_numpy.NumpyOnnxModel(path.read_bytes()))
     except ValueError as exc:
         raise errors.UserError(f"model {path} cannot run in the agent: {exc}") from None
 
@@ -72,8 +73,8 @@ def cmd_bench_solver(args: argparse.Namespace) -> int:
     from connectx_az.testsets import pons
     from connectx_az.tools import bench_solver
 
-    if args.deadline <= 0 or args.limit is not None and args.limit <= 0:
-        raise errors.UserError("--deadline and --limit must be positive")
+    common.require_each((args.deadline > 0, f"--deadline {args.deadline:g} must be positive"),
+                        (args.limit is None or args.limit > 0, f"--limit {args.limit} must be positive"))
     if "numba" in args.solvers:
         common.require(args, "numba")
     sets = tuple(args.sets or bench_solver.SOLVER_SETS)

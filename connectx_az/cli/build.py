@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ def cmd_card(args: argparse.Namespace) -> int:
         raise errors.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
                                "exports")
     print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card, model=path)))
+    model = path.with_suffix(".onnx")
+    mismatch = cards.mismatch(card, model) if model.is_file() else None
+    if mismatch:
+        print(f"error: {model} is not the model this card describes: {mismatch}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -83,9 +89,11 @@ def cmd_book(args: argparse.Namespace) -> int:
         raise errors.UserError(f"--root {args.root}: {exc}") from exc
     if args.workers is None:
         args.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if args.depth < 0 or args.workers < 1 or not 10 <= min(args.table_bits, args.deep_table_bits) <= 30 \
-            or max(args.table_bits, args.deep_table_bits) > 30:
-        raise errors.UserError("--depth must be >= 0, --workers >= 1 and the table bits in 10..30")
+    common.require_each((args.depth >= 0, f"--depth {args.depth} must be zero or more"),
+                        (args.workers >= 1, f"--workers {args.workers} must be positive"),
+                        (10 <= args.table_bits <= 30, f"--table-bits {args.table_bits} must lie in 10..30"),
+                        (10 <= args.deep_table_bits <= 30, f"--deep-table-bits {args.deep_table_bits} must lie in "
+                                                           "10..30"))
     common.require_fork(args.workers)
     try:
         state = book_journal.State.open(args.state, exact_factor=args.exact_factor,

@@ -27,15 +27,24 @@ def require_runtime(args: argparse.Namespace) -> None:
 
 def require_positive(args: argparse.Namespace, *options: str, zero_allowed: tuple[str, ...] = ()) -> None:
     """Stop with one line where a count or a time given as one of ``options`` (``--limit``; a list too, as
-    ``--sims 64 200``) is not positive, or where one of ``zero_allowed`` is negative."""
+    ``--sims 64 200``) is not positive, or where one of ``zero_allowed`` is negative; it names each such value alone."""
     bad = []
     for option in (*options, *zero_allowed):
         value = getattr(args, option.lstrip("-").replace("-", "_"), None)
         values = value if isinstance(value, list) else [] if value is None else [value]
         zero_ok = option in zero_allowed
-        if any(v < 0 or (v == 0 and not zero_ok) for v in values):
-            shown = " ".join(f"{v:g}" for v in values)
+        wrong = [v for v in values if v < 0 or (v == 0 and not zero_ok)]
+        if wrong:  # the values that fail, alone: `--sims 64 0` says `--sims 0`
+            shown = " ".join(f"{v:g}" for v in wrong)
             bad.append(f"{option} {shown} must be {'zero or more' if zero_ok else 'positive'}")
+    if bad:
+        raise errors.UserError("; ".join(bad))
+
+
+def require_each(*checks: tuple[bool, str]) -> None:
+    """Stop with one line naming each option value that fails, alone: ``checks`` are ``(holds, message)``, and the
+    message of every check that does not hold is printed (``--depth -1 must be zero or more``), none of the others."""
+    bad = [message for holds, message in checks if not holds]
     if bad:
         raise errors.UserError("; ".join(bad))
 

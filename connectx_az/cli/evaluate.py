@@ -77,10 +77,14 @@ def cmd_eval_pons(args: argparse.Namespace) -> int:
             control = {mode: table[first] for mode in later}
             control_label = f"{first} ({args.submission[0]})"
     else:
+        from connectx_az.agent.backends import OnnxRuntimeEvaluator
+
         common.require(args, *common.ONNXRUNTIME_EVALUATOR)
-        table = _grade_model(args.model, args)
+        # both models loaded, and checked to be networks of this package (ModelError: one line), before any grade
+        evaluators = {model: OnnxRuntimeEvaluator(model) for model in (args.model, args.compare) if model}
+        table = _grade_model(args.model, evaluators[args.model], args)
         if args.compare:
-            control = _grade_model(args.compare, args)
+            control = _grade_model(args.compare, evaluators[args.compare], args)
     rows = reports.pons_rows(table, control)
     if args.json:
         print(json.dumps(rows))
@@ -96,8 +100,8 @@ def cmd_eval_value(args: argparse.Namespace) -> int:
 
     common.require_positive(args, "--limit")
     bands = tuple(args.bands)
-    if any(not 0 <= b < 1 for b in bands):
-        raise errors.UserError(f"--bands must lie in [0, 1), not {' '.join(f'{b:g}' for b in bands)}")
+    wrong = " ".join(f"{b:g}" for b in bands if not 0 <= b < 1)
+    common.require_each((not wrong, f"--bands {wrong} must lie in [0, 1)"))
     common.require(args, *common.ONNXRUNTIME_EVALUATOR)
     graded: dict[str, list[Any]] = {}
     for label, model in zip(reports.file_labels(args.models), args.models, strict=True):
@@ -134,13 +138,11 @@ def cmd_eval_paired(args: argparse.Namespace) -> int:
     return 0
 
 
-def _grade_model(model: str, args: argparse.Namespace) -> dict[str, list[Any]]:
-    """``grading.grade_model`` of ONNX ``model`` at ``args.sims``, with a progress bar on stderr that counts the
-    work in network evaluations per position (``grading.grading_evals``)."""
-    from connectx_az.agent.backends import OnnxRuntimeEvaluator
+def _grade_model(model: str, evaluator: Any, args: argparse.Namespace) -> dict[str, list[Any]]:
+    """``grading.grade_model`` of ONNX ``model`` (loaded as ``evaluator``) at ``args.sims``, with a progress bar on
+    stderr that counts the work in network evaluations per position (``grading.grading_evals``)."""
     from connectx_az.evaluation import grading
 
-    evaluator = OnnxRuntimeEvaluator(model)
     total = grading.grading_evals(args.sims, args.sets)
     with bars.progress_bar(total, "evals", desc=f"grading {Path(model).name}") as bar:
         return grading.grade_model(evaluator, sims=args.sims, limit=args.limit, sets=args.sets, on_evals=bar.update)

@@ -42,10 +42,10 @@ def cmd_duel(args: argparse.Namespace) -> int:
     from connectx_az.evaluation import duel, kaggle_io
 
     common.require_positive(args, "--games", "--act-timeout")
+    common.require_each((0 <= args.noise <= 1, f"--noise {args.noise:g} must lie in [0, 1]"),
+                        (args.max_nodes >= 1, f"--max-nodes {args.max_nodes:g} must be 1 or more"))
     if not Path(args.submission).is_file():
         raise errors.UserError(f"{args.submission} not found; run `make submission` first")
-    if args.max_nodes < 1:
-        raise errors.UserError("--max-nodes must be >= 1")
     try:  # every setting checked before the first line of output
         duel.check_settings(games_per_seat=args.games, noise=args.noise, act_timeout=args.act_timeout,
                             opening=args.opening)
@@ -67,6 +67,7 @@ def cmd_duel(args: argparse.Namespace) -> int:
         if not args.json:
             print(duel.format_game(played), flush=True)
 
+    args.kept = f"the positions the referee proved are kept in {args.cache}: the same command plays again faster"
     with bars.progress_bar(2 * args.games, "games") as bar:
         try:
             report = duel.duel(args.submission, games_per_seat=args.games, noise=args.noise, runtime=args.runtime,

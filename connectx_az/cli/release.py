@@ -19,11 +19,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sizes = compare.QUICK if args.quick else compare.FULL
     changes = {k: v for k, v in (("limit", args.limit), ("games", args.games), ("network_limit", args.limit),
                                  ("act_timeout", args.act_timeout)) if v is not None}
-    if args.duel_opening:
+    if args.duel_opening:  # checked here, not in the duel step an hour of grading later
+        from connectx_az.evaluation import duel
+
+        try:
+            duel.check_settings(games_per_seat=1, noise=0.0, act_timeout=1.0, opening=args.duel_opening)
+        except duel.DuelError as exc:
+            why = str(exc).removeprefix(f"bad opening {args.duel_opening!r}: ")
+            raise errors.UserError(f"--duel-opening {args.duel_opening}: {why}") from None
         changes["duel_opening"] = args.duel_opening
     sizes = compare.Sizes(**{**dataclasses.asdict(sizes), **changes})
     candidate = Path(args.candidate)
     out = Path(args.out or f"build/compare/{candidate.stem or candidate.name}{'-quick' if args.quick else ''}")
+    args.kept = f"the grades done are kept in {out}: the same command goes on from them"
     print(f"compare into {out} ({sizes.label}); a killed compare resumes where it stopped; the time left is "
           "measured from the steps as they end", flush=True)
     result = compare.run(candidate, out, against=args.against, sizes=sizes, runtimes=args.runtimes, cores=args.cores,

@@ -16,9 +16,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     common.require(args, "torch", "tqdm")
     from connectx_az.training import config, devices, runs, sizing, train
 
-    budget = runs.parse_duration(args.time_budget) if args.time_budget is not None else None
-    total = [f"total_time={runs.parse_duration(args.total_time, 'total time')}"] if args.total_time is not None else []
+    if args.preset is not None and args.preset not in config.PRESETS:
+        raise errors.UserError(f"--preset {args.preset}: choose one of {', '.join(config.PRESETS)}")
+    if args.device is not None:
+        try:
+            devices.resolve_device(args.device)
+        except config.ConfigError as exc:
+            raise errors.UserError(f"--device {args.device}: {exc}") from None
+    budget = runs.parse_duration(args.time_budget, "--time-budget") if args.time_budget is not None else None
+    total = [f"total_time={runs.parse_duration(args.total_time, '--total-time')}"] if args.total_time is not None \
+        else []
     if args.resume:
+        if not (Path(args.resume) / "config.json").is_file():
+            raise errors.UserError(f"--resume {args.resume}: not a run's folder (one that holds config.json); "
+                                   "a new run is `train FOLDER --preset ...`")
         if args.run_dir is not None and Path(args.run_dir) != Path(args.resume):
             raise errors.UserError(f"give the run's folder once: --resume {args.resume} continues that run, and "
                                    f"{args.run_dir} names another")
@@ -34,7 +45,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             print(json.dumps(config.to_dict(cfg or config.load_config(args.resume)), indent=2))
             return 0
         run_dir = Path(args.resume)
-        call = dict(resume=True)
+        saved = cfg or config.load_config(run_dir)
+        cores = devices.available_cores()
+        num_workers = sizing.capped_workers(saved.selfplay.num_workers, cores)
+        if num_workers is not None:
+            print(f"the run's {saved.selfplay.num_workers} self-play workers capped at {cores}, the cores found, "
+                  f"for this session (its {saved.selfplay.num_games:,} games a generation stay)")
+        call = dict(resume=True, workers=num_workers)
     else:
         preset = args.preset or "cpu"
         cfg = config.make_config(preset, toml_path=args.config, overrides=[*args.set, *total])
@@ -45,13 +62,19 @@ def cmd_train(args: argparse.Namespace) -> int:
                       "the same filters)")
             cfg = warm
         machine = devices.detect(devices.resolve_device(args.device or cfg.device))
-        cfg = sizing.sized(cfg, cores=args.threads or machine.cores, gpu=bool(machine.gpu), workers=args.workers,
-                           keep=_user_keys(args) & set(sizing.SIZED_KEYS))
+        cfg, capped = sizing.sized_within(cfg, cores=args.threads or machine.cores, found=machine.cores,
+                                          gpu=bool(machine.gpu), workers=args.workers,
+                                          keep=_user_keys(args) & set(sizing.SIZED_KEYS))
+        if capped:
+            print(capped, file=sys.stderr if args.show_config else sys.stdout)
         if args.show_config:  # the machine's line on stderr, so that stdout stays JSON
             print(devices.describe(cfg, machine), file=sys.stderr)
             print(json.dumps(config.to_dict(cfg), indent=2))
             return 0
         print(devices.describe(cfg, machine))
+        if cfg.total_time:
+            print(f"--total-time {runs.format_duration(cfg.total_time)}: the first generation measures how many fit "
+                  f"(at least {sizing.MIN_TIMED_GENERATIONS}: the later ones shrink where fewer would)")
         run_dir = Path(args.run_dir or "runs/latest")
         call = dict(init_model=args.init_model)
     shown = cfg if cfg is not None else config.load_config(run_dir)  # what the run trains with, for its lines
@@ -87,6 +110,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     ckpt = _checkpoint_path(args.checkpoint)
     net, data = load_checkpoint(ckpt)
+    export.check_out(args.out, ckpt, force=args.force)  # the shipped model, another run's export, /dev/full: refused
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
           f"torch vs onnxruntime max abs diff {report.max_abs_diff:.2e})")
@@ -213,6 +237,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="build/model.onnx", help="ONNX file to write (default build/model.onnx)")
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
+    p.add_argument("--force", action="store_true", help="replace --out even where it is the shipped model or another "
+                   "run's export (refused without it)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("label", help="prove random openings with the exact solver (value and, with --moves, "

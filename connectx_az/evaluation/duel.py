@@ -283,9 +283,11 @@ class DuelReport:
 
 def check_settings(*, games_per_seat: int, noise: float, act_timeout: float, opening: str) -> list[int]:
     """The opening's 0-based columns; ``DuelError`` (one line) for settings a duel cannot play, before any work."""
-    if games_per_seat < 1 or not 0.0 <= noise <= 1.0 or not act_timeout > 0:
-        raise DuelError(f"games a seat must be >= 1 (not {games_per_seat}), the noise in [0, 1] (not {noise:g}) and "
-                        f"the move time > 0 (not {act_timeout:g})")
+    bad = [what for what, wrong in ((f"games a seat must be >= 1, not {games_per_seat}", games_per_seat < 1),
+                                    (f"the noise must lie in [0, 1], not {noise:g}", not 0.0 <= noise <= 1.0),
+                                    (f"the move time must be > 0, not {act_timeout:g}", not act_timeout > 0)) if wrong]
+    if bad:  # each setting that fails, alone
+        raise DuelError("; ".join(bad))
     try:
         start_cols = [int(ch) - 1 for ch in opening]
         if game.outcome(*game.from_moves(start_cols, one_based=False)) is not None:

@@ -2,8 +2,9 @@
 
 ``kaggle_inputs`` builds Kaggle's ``(observation, configuration)`` for a position; ``sandbox_prelude`` makes a fresh
 interpreter, and ``kaggle_like_process`` this one, look like Kaggle's agent sandbox; ``load_submission`` executes a
-``submission.py`` as Kaggle does; ``check_network`` refuses a file whose embedded network does not load (every
-command that grades or plays a file calls it first); ``validate`` plays a file through kaggle-environments."""
+``submission.py`` as Kaggle does; ``check_network`` refuses a file whose embedded network or opening book does
+not load (every command that grades or plays a file calls it first); ``validate`` plays a file through
+kaggle-environments."""
 
 from __future__ import annotations
 
@@ -105,22 +106,31 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
 
 
 def check_network(submission: str | Path) -> str:
-    """The backend the file's agent loads its embedded network with; ``SubmissionError`` where it loads none.
+    """The backend the file's agent loads its embedded network with; ``SubmissionError`` where it loads none, or
+    where the file embeds an opening book that does not load.
 
     On Kaggle an agent whose network fails to load (a damaged or edited file, or no backend that runs it) plays on
-    with uniform priors, as it should once a game has started; a file about to be uploaded must not.  Executes the
-    file (``OSError``; ``SubmissionError`` where it is not a submission) and loads the network in this process, so in
-    the runtime it imitates (``kaggle_like_process``).  A file with no ``_agent`` of this package's kind: ``""``."""
+    with uniform priors, and one whose book fails searches every opening move (seconds each, from the bank), as it
+    should once a game has started; a file about to be uploaded must not.  Executes the file (``OSError``;
+    ``SubmissionError`` where it is not a submission) and loads the network and the book in this process, so in the
+    runtime it imitates (``kaggle_like_process``).  A file with no ``_agent`` of this package's kind: ``""``."""
     _, namespace = exec_submission(str(submission))
     player = namespace.get("_agent")
     if not callable(getattr(player, "load_model", None)):
         return ""
     player.load_model()
     backend = str(getattr(player, "backend", ""))
+    rebuild = "rebuild it (`make submission` or `connectx-az build`)"
     if backend == "uniform":
         why = " ".join(str(getattr(player, "load_error", "")).split()) or "no backend could run it"
         raise SubmissionError(f"{submission}: its network did not load ({why}); on Kaggle it would play with "
-                              "uniform priors, far weaker: rebuild it (`make submission` or `connectx-az build`)")
+                              f"uniform priors, far weaker: {rebuild}")
+    if callable(getattr(player, "load_book", None)):
+        player.load_book()
+        why = " ".join(str(getattr(player, "book_error", "")).split())
+        if why:
+            raise SubmissionError(f"{submission}: its opening book did not load ({why}); on Kaggle it would search "
+                                  f"every opening move, seconds each from the bank: {rebuild}")
     return backend
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from connectx_az.engine import book, game, solver
 OPPONENT_KINDS = ("kept", "noise", "unproven")
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class OracleError(ValueError):
@@ -121,7 +124,7 @@ class Oracle:
         if row is not None and (row[0] is not None or row[1] >= self.max_nodes):
             return row[0]
         start = time.perf_counter()
-        value = self.solver.solve(position, mask, weak=not exact, max_nodes=self.max_nodes)
+        value = _interruptible(lambda: self.solver.solve(position, mask, weak=not exact, max_nodes=self.max_nodes))
         seconds = time.perf_counter() - start
         self.stats.nodes += self.solver.nodes
         self.stats.seconds += seconds
@@ -158,6 +161,30 @@ class Oracle:
         if len(proven) == len(values) and (row is None or row[0] is None):
             self.cache.put(key, exact, max(proven), 0)
         return values
+
+
+def _interruptible(work: Callable[[], T]) -> T:
+    """``work()``, run in a daemon thread while this one waits in short naps, where this is the main thread: a proof
+    by the compiled solver can hold its thread for a minute in one call, and Ctrl-C or SIGTERM (the main thread's)
+    would wait for it; an interrupt leaves the proof to end with the process."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(work())
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="oracle-proof", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 # --------------------------------------------------------------------------- the opponent and the checks

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectx_az import files, paths
-from connectx_az.agent import onnx_numpy
+from connectx_az.agent import backends, onnx_numpy
 from connectx_az.engine import book
 from connectx_az.errors import UserError
 
@@ -224,7 +224,7 @@ def _read_model(model_path: str | Path) -> bytes:
                          f"`connectx-az export RUN_DIR --out {path}`")
     if path.suffix == ".pt":
         raise BuildError(f"model {path} is a PyTorch checkpoint, not an ONNX model: export it first, "
-                         f"`connectx-az export {path} --out {path.with_suffix('.onnx')}`, and build that")
+                         f"`connectx-az export {path} --out build/{path.stem}.onnx`, and build that")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -259,6 +259,7 @@ def build_submission(model_path: str | Path, out_path: str | Path, *, metadata: 
         raise BuildError(f"model {model_path} has sha256 {sha256[:16]}..., expected {expected_sha256[:16]}...")
     try:
         model = onnx_numpy.NumpyOnnxModel(data)
+        backends.check_outputs(model)  # the agent's check of its network: a model of another shape stops here
     except ValueError as exc:
         raise BuildError(f"model {model_path} cannot run in the submission: {exc}") from None
     net = model.net_shape()

@@ -14,9 +14,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from connectx_az import extras, files
 from connectx_az.errors import UserError
+
+#: seconds the children get to end on SIGTERM when a compare is stopped, before SIGKILL
+_STOP_SECONDS = 10.0
 
 
 class CompareError(UserError, ValueError):
@@ -54,16 +58,67 @@ def run_steps(steps: Sequence[Step], out_dir: Path, *, cores: Sequence[int] = ()
     runtime_lanes = [lane for name, lane in lanes.items() if name]
     at_once = min(len(cores), len(runtime_lanes)) if len(cores) > 1 else 1
     progress = _Progress(len(steps), todo, log, lanes_at_once=max(at_once, 1))
+    children = _Children()
     if len(cores) > 1 and len(runtime_lanes) > 1:
         with ThreadPoolExecutor(len(runtime_lanes)) as pool:
-            for future in [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress)
-                           for i, lane in enumerate(runtime_lanes)]:
-                future.result()
+            futures = [pool.submit(_run_lane, lane, out_dir, cores[i % len(cores)], progress, children)
+                       for i, lane in enumerate(runtime_lanes)]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:  # Ctrl-C or SIGTERM here: the other lanes' children stop too, before the wait
+                children.stop()
+                raise
     else:
         for lane in runtime_lanes:
-            _run_lane(lane, out_dir, cores[0] if cores else None, progress)
-    _run_lane(lanes.get("", []), out_dir, cores[0] if cores else None, progress)
+            _run_lane(lane, out_dir, cores[0] if cores else None, progress, children)
+    _run_lane(lanes.get("", []), out_dir, cores[0] if cores else None, progress, children)
     return progress.skipped
+
+
+class _Children:
+    """The steps' child processes running now, so that an interrupt stops them all and the lanes start no more."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: set[subprocess.Popen[str]] = set()
+        self.stopped = False
+
+    def start(self, args: list[str], **popen: Any) -> subprocess.Popen[str] | None:
+        """The started child, or None once stopped."""
+        with self.lock:
+            if self.stopped:
+                return None
+            child = subprocess.Popen(args, **popen)
+            self.running.add(child)
+            return child
+
+    def wait(self, child: subprocess.Popen[str]) -> tuple[str, str]:
+        """The child's output once it ends; an interrupt of this thread stops it (``stop``) first."""
+        try:
+            return child.communicate()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            with self.lock:
+                self.running.discard(child)
+
+    def stop(self) -> None:
+        """SIGTERM to every child (a ``connectx-az`` command ends within seconds on it), SIGKILL after
+        ``_STOP_SECONDS``; no more children start."""
+        with self.lock:
+            self.stopped = True
+            running = list(self.running)
+        for child in running:
+            child.terminate()
+        deadline = time.monotonic() + _STOP_SECONDS
+        for child in running:
+            try:
+                child.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
 
 class _Progress:
@@ -129,33 +184,43 @@ class _Progress:
                 self.timed.append((step, self.clock() - self.started.pop(step.name)))
 
 
-def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress) -> None:
+def _run_lane(lane: Sequence[Step], out_dir: Path, core: int | None, progress: _Progress,
+              children: _Children) -> None:
     for step in lane:
+        if children.stopped:
+            return
         missing = [m for m in step.needs if not extras.is_installed(m)]
         if missing:
             progress.finished(step, f"{step.name}: skipped, {' and '.join(missing)} not installed here")
             continue
         progress.starting(step)
-        _run_child(step, out_dir, core)
-        progress.finished(step)
+        if _run_child(step, out_dir, core, children):
+            progress.finished(step)
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def _run_child(step: Step, out_dir: Path, core: int | None) -> None:
+def _run_child(step: Step, out_dir: Path, core: int | None, children: _Children) -> bool:
+    """Run the step's child and write its grade; False where the compare was stopped meanwhile (nothing written)."""
     def pin() -> None:
         if core is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {core})
 
-    done = subprocess.run([sys.executable, "-m", "connectx_az.cli", *step.args], stdout=subprocess.PIPE,
-                          stderr=None if sys.stderr.isatty() else subprocess.PIPE, text=True,
-                          preexec_fn=pin if core is not None else None)
-    lines = (done.stdout or "").strip().splitlines()
+    child = children.start([sys.executable, "-m", "connectx_az.cli", *step.args], stdout=subprocess.PIPE,
+                           stderr=None if sys.stderr.isatty() else subprocess.PIPE, text=True,
+                           preexec_fn=pin if core is not None else None)
+    if child is None:
+        return False
+    stdout, stderr = children.wait(child)
+    if children.stopped:
+        return False
+    lines = (stdout or "").strip().splitlines()
     # validate exits 1 when a game was lost: that is a grade, not a failure of the step
-    if done.returncode not in (0, 1) or not lines or not lines[-1].startswith("{"):
-        error = (done.stderr or "").strip().splitlines()
-        raise CompareError(f"{step.name} failed (`connectx-az {' '.join(step.args)}` exited {done.returncode}): "
+    if child.returncode not in (0, 1) or not lines or not lines[-1].startswith("{"):
+        error = (stderr or "").strip().splitlines()
+        raise CompareError(f"{step.name} failed (`connectx-az {' '.join(step.args)}` exited {child.returncode}): "
                            f"{error[-1] if error else lines[-1] if lines else 'no output'}")
     files.atomic_write_bytes(out_dir / step.file, (lines[-1] + "\n").encode())
+    return True

@@ -132,6 +132,10 @@ def prove(prover: solver.Solver, position: int, mask: int, result: int | None, m
     return result, UNPROVEN_MOVES if best is None else best
 
 
+#: seconds a proving process has to end after SIGTERM before it is killed
+_END_SECONDS = 2.0
+
+
 def _serve(conn: Connection, prover: solver.Solver, work: Callable[..., Any], parent_ends: list[Connection]) -> None:
     """A proving process: answer each ``args`` its parent sends with ``(True, work(prover, *args))``, or
     ``(False, the exception)``, until the parent ends it or goes away."""
@@ -222,8 +226,11 @@ def proofs(tasks: Iterable[tuple[object, tuple]], prover: solver.Solver, *, work
     finally:
         for process in processes:
             process.terminate()
-        for process in processes:
-            process.join()
+        for process in processes:  # SIGTERM can be lost in a child forked a moment ago: then SIGKILL
+            process.join(_END_SECONDS)
+            if process.is_alive():
+                process.kill()
+                process.join()
         for conn in conns:
             conn.close()
 

@@ -25,7 +25,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from connectx_az import files
+from connectx_az import cards, files, paths
 from connectx_az.agent import backends, onnx_numpy
 from connectx_az.engine import game
 from connectx_az.errors import UserError
@@ -175,6 +175,58 @@ def export_onnx(net: PolicyValueNet, path: str | Path, *, float16: bool = False,
     return ExportReport(path=path, num_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), max_abs_diff=diff,
                         numpy_max_abs_diff=numpy_diff, num_positions=num_positions if check else 0, float16=float16,
                         net_label=net.config.label)
+
+
+def check_out(out: str | Path, checkpoint: str | Path, *, force: bool = False) -> None:
+    """Refuse (``ExportError``, one line) an export of ``checkpoint`` to ``out`` that would replace what was not
+    asked to be replaced: the shipped model (``paths.DEFAULT_MODEL``, whose card the export would rewrite too) or
+    anything in its folder, or a model or card that another run exported (its card names another run folder, or
+    there is no card to say); ``force`` allows both.  An ``out`` or card path that exists and is not a regular
+    file (a folder, a device such as ``/dev/full``) is refused, ``force`` or not.  Re-exporting the same run to
+    its own file needs no ``force``."""
+    out = Path(out)
+    card_path = out.with_suffix(".json")
+    if out.is_dir():
+        raise ExportError(f"{out} is a folder: give the model's file name (e.g. {out / 'model.onnx'})")
+    for path in (out, card_path):
+        if path.exists() and not path.is_file():
+            raise ExportError(f"{path} is not a regular file (a folder, a device or a pipe): give --out the path of a "
+                              "model file to write, e.g. build/model.onnx")
+    if force:
+        return
+    own = f"build/{_export_name(Path(checkpoint))}.onnx"
+    if out.resolve() == paths.DEFAULT_MODEL.resolve():
+        raise ExportError(f"{out} is the shipped model, and {card_path.name} beside it its card: export to a file of "
+                          f"your own (--out {own}), or add --force to replace them")
+    if out.resolve().parent == paths.DEFAULT_MODEL.resolve().parent:  # its card or checkpoint, say
+        raise ExportError(f"{out} is in the shipped model's folder: export to a file of your own (--out {own}), or add "
+                          "--force to write there")
+    if not (out.exists() or card_path.exists()):
+        return
+    try:
+        card = cards.load(card_path)
+    except cards.CardError:
+        card = {}
+    theirs = _run_of(card["checkpoint"]) if isinstance(card.get("checkpoint"), str) else None
+    if theirs != _run_of(Path(checkpoint)):
+        held = f"an export of {theirs}" if theirs is not None else "a model this run did not export"
+        raise ExportError(f"{out} holds {held}: export to a file of its own (--out {own}), or add --force to "
+                          "replace it")
+
+
+def _run_of(checkpoint: str | Path) -> Path:
+    """The run folder a checkpoint belongs to: its folder (``RUN/checkpoint.pt``), or the run above its
+    ``snapshots/``; a folder given is the run itself."""
+    path = Path(checkpoint).resolve()
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name == "snapshots" else path.parent
+
+
+def _export_name(checkpoint: Path) -> str:
+    """A file name of the checkpoint's own: its run folder's name, else the checkpoint's stem."""
+    run = _run_of(checkpoint)
+    return run.name if (run / "config.json").is_file() else checkpoint.stem
 
 
 def checkpoint_card(path: str | Path, net: PolicyValueNet, checkpoint: str | Path,

@@ -2,14 +2,18 @@
 
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
 (game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side
-to move.  Shards are written atomically and read with ``allow_pickle=False``.  Sampling mirrors each
+to move.  Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
+(``write_note``) says its self-play finished, so that a resumed run trains on those games instead of playing
+them again.  Sampling mirrors each
 position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +70,28 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
         f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
         root_value=root_value.astype(np.float32)))
     return path
+
+
+def note_path(replay_dir: str | Path, generation: int) -> Path:
+    """The JSON note beside a shard that says its self-play finished (``write_note``)."""
+    return Path(replay_dir) / f"gen_{generation:06d}.json"
+
+
+def write_note(replay_dir: str | Path, generation: int, note: dict[str, Any]) -> None:
+    """Write, after the generation's shard, what its self-play left for its training (atomically; JSON values)."""
+    files.atomic_write_bytes(note_path(replay_dir, generation), (json.dumps(note) + "\n").encode())
+
+
+def read_note(replay_dir: str | Path, generation: int) -> dict[str, Any] | None:
+    """The note ``write_note`` left for ``generation`` where its shard is on disk too, else None."""
+    path = note_path(replay_dir, generation)
+    if not path.is_file() or not shard_path(replay_dir, generation).is_file():
+        return None
+    try:
+        note = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) else None
 
 
 def list_shards(replay_dir: str | Path) -> dict[int, Path]:

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files
+from connectx_az.training import replay
 from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config
 from connectx_az.training.network import CheckpointError, PolicyValueNet, load_checkpoint, load_into
 
 log = logging.getLogger(__name__)
 
+#: the command as the README spells it, in the hints a run prints (``connectx-az`` is not on PATH after ``make``)
+COMMAND = ".venv/bin/connectx-az"
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
 #: where ``train --keep-every`` keeps checkpoints along the way
@@ -229,9 +232,13 @@ def generation_line(row: dict[str, Any], config: RunConfig) -> str:
         where = f"({row.get('run_seconds', 0) / config.total_time:.0%} of {format_duration(config.total_time)})"
     else:
         where = f"of {config.num_generations}"
+    fit = ""
+    if "expected_generations" in row and config.total_time:
+        count = row["expected_generations"]
+        fit = f"; about {count} generation{'s' * (count != 1)} fit in {format_duration(config.total_time)}"
     return (f"generation {done} {where}: {row['seconds']:.0f} s (self-play {row['selfplay_seconds']:.0f} s, "
             f"training {row['train_seconds']:.0f} s), loss policy {row['policy_loss']:.3f} value "
-            f"{row['value_loss']:.3f}, lr {row['lr']:.2g}")
+            f"{row['value_loss']:.3f}, lr {row['lr']:.2g}{fit}")
 
 
 def run_clock(rows: list[dict[str, Any]]) -> list[float]:
@@ -265,9 +272,22 @@ def status_line(run_dir: str | Path) -> str:
     generation = check_run(run_dir)
     spent = format_duration(([0.0, *run_clock(rows_before(run_dir, generation))])[-1])
     if is_complete(run_dir, config, generation):
-        return (f"the run is complete: {generation} generations in {spent}; next: connectx-az export {run_dir} "
-                "--out build/model.onnx, then connectx-az build --model build/model.onnx")
+        model = export_path(run_dir)
+        return (f"the run is complete: {generation} generations in {spent}; next: {COMMAND} export {run_dir} "
+                f"--out {model}, then {COMMAND} build --model {model}")
     target = f"{spent} of {format_duration(config.total_time)}" if config.total_time else \
         f"of {config.num_generations}, {spent}"
-    return f"the run is saved after {generation} generations ({target}); resume with: connectx-az train --resume " \
-        f"{run_dir}"
+    note = replay.read_note(run_dir / "replay", generation)
+    games = f", and generation {generation + 1}'s self-play ({note['stats']['num_games']:,} games, trained on when " \
+        "resumed)" if note and isinstance(note.get("stats"), dict) and "num_games" in note["stats"] else ""
+    return f"the run is saved after {generation} generations ({target}){games}; {resume_hint(run_dir)}"
+
+
+def resume_hint(run_dir: str | Path) -> str:
+    """How to go on with the run in ``run_dir``."""
+    return f"resume with: {COMMAND} train --resume {run_dir}"
+
+
+def export_path(run_dir: str | Path) -> Path:
+    """Where the hint of a finished run exports it: ``build/<the run folder's name>.onnx``, one file a run."""
+    return Path("build") / f"{Path(run_dir).resolve().name}.onnx"

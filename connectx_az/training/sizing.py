@@ -22,6 +22,50 @@ def default_workers(cores: int) -> int:
     return cores if cores > 1 else 0
 
 
+#: the fewest generations a timed run (``--total-time``) makes, so that its learning rate anneals whatever the machine
+MIN_TIMED_GENERATIONS = 5
+
+
+def deadline_scale(total_time: float, first_seconds: float, *, min_generations: int = MIN_TIMED_GENERATIONS) -> float:
+    """The share of its games and steps a timed run's generations after the first play: exactly 1.0 where
+    ``min_generations`` of the first's ``first_seconds`` fit in ``total_time``, else what makes the time left hold
+    ``min_generations - 1`` more (0.0 where none is left)."""
+    if total_time // max(first_seconds, 1e-9) >= min_generations:
+        return 1.0
+    return min(1.0, max(0.0, total_time - first_seconds) / (min_generations - 1) / max(first_seconds, 1e-9))
+
+
+def scaled(run: config.RunConfig, scale: float) -> config.RunConfig:
+    """``run`` with its games and training steps a generation times ``scale`` (at least one each); ``run`` itself at
+    1.0."""
+    if scale >= 1.0:
+        return run
+    games = max(1, round(run.selfplay.num_games * scale))
+    steps = max(1, round(run.train.steps_per_generation * scale))
+    return dataclasses.replace(run, selfplay=dataclasses.replace(run.selfplay, num_games=games),
+                               train=dataclasses.replace(run.train, steps_per_generation=steps))
+
+
+def capped_workers(num_workers: int, cores: int) -> int | None:
+    """``cores`` where ``num_workers`` (``selfplay.num_workers``; -1: one a core) asks for more self-play worker
+    processes than there are cores, else None: more workers than cores only share them, each with its own memory."""
+    wanted = num_workers if num_workers >= 0 else default_workers(cores)
+    return cores if wanted > cores else None
+
+
+def sized_within(run: config.RunConfig, *, cores: int, found: int, gpu: bool, workers: int | None = None,
+                 keep: frozenset[str] | set[str] = frozenset()) -> tuple[config.RunConfig, str | None]:
+    """``sized``, its self-play workers capped at the ``found`` cores (``capped_workers``), and the line that says
+    so (None: not capped)."""
+    run_sized = sized(run, cores=cores, gpu=gpu, workers=workers, keep=keep)
+    num_workers = capped_workers(run_sized.selfplay.num_workers, found)
+    if num_workers is None:
+        return run_sized, None
+    return (sized(run, cores=cores, gpu=gpu, workers=num_workers, keep=set(keep) - {"selfplay.num_workers"}),
+            f"{run_sized.selfplay.num_workers} self-play workers capped at {num_workers}, the cores found (more "
+            "would share them)")
+
+
 def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None = None,
           keep: frozenset[str] | set[str] = frozenset()) -> config.RunConfig:
     """``run`` (a preset's sizes: one self-play lane) sized for ``cores`` cores, with a GPU or without.

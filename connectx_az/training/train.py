@@ -2,7 +2,8 @@
 
 Generation ``g`` writes its shard, then its metrics line, then the checkpoint saying "next is ``g + 1``",
 each atomically; a killed run resumes at the checkpoint and redoes the unfinished generation (metrics
-trimmed), so none is lost or counted twice.  Randomness is seeded from ``(seed, generation)``: a resumed run
+trimmed), so none is lost or counted twice; a generation whose shard is on disk with its note (``replay.write_note``)
+trains on those games instead of playing them again.  Randomness is seeded from ``(seed, generation)``: a resumed run
 on CPU makes the same games.  A timed run (``RunConfig.total_time``) follows the share of its time spent
 (``run_seconds``, across resumes) and ends before a generation that would not fit, judged by the last one."""
 
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from connectx_az import files
-from connectx_az.training import devices, replay, runs, workers
+from connectx_az.training import devices, replay, runs, sizing, workers
 from connectx_az.training.config import ConfigError, RunConfig
 from connectx_az.training.network import (
     PolicyValueNet,
@@ -33,6 +34,7 @@ from connectx_az.training.network import (
     save_checkpoint,
     train_autocast_dtype,
 )
+from connectx_az.training.selfplay import SelfPlayStats
 from connectx_az.training.sizing import format_hours, train_command
 
 log = logging.getLogger(__name__)
@@ -166,13 +168,15 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         init_model: str | Path | None = None, num_generations: int | None = None,
         progress: bool = True, on_generation: Callable[[dict[str, Any]], None] | None = None,
         threads: int | None = None, device: str | None = None, time_budget: float | None = None,
-        keep_every: int | None = None, clock: Callable[[], float] = time.monotonic) -> Path:
+        keep_every: int | None = None, workers: int | None = None,
+        clock: Callable[[], float] = time.monotonic) -> Path:
     """Train in ``run_dir``; returns the checkpoint path.
 
     A new run needs ``config`` and an empty folder (``runs.run_config``); ``resume=True`` goes on with the saved
     config, or with ``config`` for the same network.  ``init_model`` warm-starts a new run
     (``network.load_into``).  ``num_generations`` stops this call early; ``on_generation`` gets each saved
-    metrics row.  ``threads`` and ``device`` apply to this call only (not saved).  ``time_budget`` (seconds,
+    metrics row.  ``threads``, ``device`` and ``workers`` (self-play worker processes) apply to this call only
+    (not saved).  ``time_budget`` (seconds,
     by ``clock``) stops before a generation that would end after it.  ``keep_every`` N > 0 also keeps
     ``runs.snapshot_path`` after every N-th generation and the last; None keeps the run's own setting, 0 stops."""
     if time_budget is not None and not time_budget > 0:
@@ -196,6 +200,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         raise ConfigError(f"{run_dir} has done {runs.check_run(run_dir)} generations already; num_generations="
                           f"{config.num_generations} would end it before them (--generations N stops one call early)")
     runs.write_config(run_dir, config, resume=resume, changed=changed)
+    played = config if workers is None else replace(config, selfplay=replace(config.selfplay, num_workers=workers))
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     net = place(PolicyValueNet(config.net), device)  # before the optimizer: its state takes the weights' layout
@@ -210,16 +215,20 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     stop = min(limits) if limits else None
     precision = config.precision
     if precision == "auto" and device.type == "cuda":  # a GPU's: the faster on this network at self-play's batch
-        precision = fastest_precision(net, device, inference_batch(config))
+        precision = fastest_precision(net, device, inference_batch(played))
         log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
-                 inference_batch(config))
+                 inference_batch(played))
     evaluator = TorchEvaluator(net, device, precision)
     spent, expected, _ = runs.time_left(runs.rows_before(run_dir, generation), config.total_time)
     if time_budget is not None and not expected and (stop is None or generation < stop):
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
                     "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
+    first = runs.run_clock(runs.rows_before(run_dir, 1))  # the first generation's time: how many fit
     while stop is None or generation < stop:
+        scale = sizing.deadline_scale(config.total_time, first[0]) if timed and first and generation >= 1 else 1.0
+        if generation == 1 and scale < 1.0:  # the next is the first smaller one
+            expected *= scale
         if timed and spent + expected > config.total_time:
             log.info("the run's total time is spent: %d generations in %s of %s (the next would take about %s)",
                      generation, runs.format_duration(spent), runs.format_duration(config.total_time),
@@ -230,17 +239,28 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         if time_budget is not None and (used := clock() - started) + expected > time_budget:
             of = "" if timed else f" of {config.num_generations}"
             log.warning("time budget: stopped before generation %d%s (%s of %s used, a generation takes about "
-                        "%s); the run is saved, resume with: connectx-az train --resume %s",
+                        "%s); the run is saved, %s",
                         generation, of, runs.format_duration(used),
-                        runs.format_duration(time_budget), runs.format_duration(expected), run_dir)
+                        runs.format_duration(time_budget), runs.format_duration(expected), runs.resume_hint(run_dir))
             break
         fraction = (spent + expected) / config.total_time if timed else None
         begun = clock()
-        row = _generation(run_dir, generation, config, net, optimizer, evaluator, device, solved, progress,
-                          fraction=fraction)
-        expected = clock() - begun
+        row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
+                          solved, progress, fraction=fraction)
+        # a generation whose self-play an earlier session played took that time too
+        expected = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
         spent += expected
         row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
+        if timed and generation == 0:
+            first = [spent]
+            row["expected_generations"] = timed_generations(config.total_time, spent)
+            log.info("about %d generations in the total time of %s, at %s a generation", row["expected_generations"],
+                     runs.format_duration(config.total_time), runs.format_duration(spent))
+            if row["expected_generations"] > expected_generations(config.total_time, spent):
+                log.warning("the first generation took %s of the run's %s: the later ones play %.0f%% of its games "
+                            "and steps, so that about %d fit and the learning rate anneals",
+                            runs.format_duration(spent), runs.format_duration(config.total_time),
+                            100 * sizing.deadline_scale(config.total_time, spent), row["expected_generations"])
         runs.append_metrics(run_dir, row)
         generation += 1
         save_checkpoint(ckpt_path, net, optimizer=optimizer.state_dict(), generation=generation,
@@ -252,10 +272,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                 if isinstance(value, (int, float)):
                     tb.add_scalar(key, value, generation)
         log.info("generation %d: %s", generation - 1, {k: row[k] for k in ("policy_loss", "value_loss", "seconds")})
-        if timed and generation == 1:
-            log.info("about %d generations in the total time of %s, at %s a generation",
-                     expected_generations(config.total_time, expected), runs.format_duration(config.total_time),
-                     runs.format_duration(expected))
         if on_generation is not None:
             on_generation(row)
     if tb is not None:
@@ -271,18 +287,28 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     t0 = time.perf_counter()
     rng = np.random.default_rng([config.seed, generation])
     torch.manual_seed(config.seed * 1_000_003 + generation)
-    with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
-              disable=not progress) as bar:
-        threads = torch.get_num_threads()  # the run's, which training uses
-        torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
-            config.selfplay.num_workers)))
-        try:
-            records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                config.mcts, rng, on_game_done=lambda _: bar.update(1))
-        finally:
-            torch.set_num_threads(threads)
-    t_selfplay = time.perf_counter() - t0
-    replay.write_shard(run_dir / "replay", generation, records)
+    kept = kept_selfplay(run_dir, generation, config)
+    if kept is None:
+        with tqdm(total=config.selfplay.num_games, desc=f"gen {generation} self-play", leave=False,
+                  disable=not progress) as bar:
+            threads = torch.get_num_threads()  # the run's, which training uses
+            torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
+                config.selfplay.num_workers)))
+            try:
+                records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
+                                                    config.mcts, rng, on_game_done=lambda _: bar.update(1))
+            finally:
+                torch.set_num_threads(threads)
+        t_selfplay = time.perf_counter() - t0
+        replay.write_shard(run_dir / "replay", generation, records)
+        # the games are kept: a run stopped from here on trains on them when resumed, from the same random state
+        replay.write_note(run_dir / "replay", generation, {"stats": asdict(stats), "rng": rng.bit_generator.state,
+                                                           "selfplay_seconds": t_selfplay})
+        before = 0.0
+    else:
+        log.info("generation %d: its self-play, kept on disk, is not played again", generation)
+        stats, rng.bit_generator.state, t_selfplay = kept
+        before = t_selfplay  # spent in the session that played them
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
@@ -305,8 +331,25 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                            "device": str(device), "precision": str(evaluator.dtype or "float32").removeprefix("torch."),
                            "threads": torch.get_num_threads()}
     row.update(_evaluate(evaluator, config))
-    row["seconds"] = round(time.perf_counter() - t0, 2)
+    row["seconds"] = round(time.perf_counter() - t0 + before, 2)
+    if kept is not None:
+        row["selfplay_kept"] = True
     return row
+
+
+def kept_selfplay(run_dir: Path, generation: int, config: RunConfig) -> tuple[SelfPlayStats, dict, float] | None:
+    """``(stats, rng state, seconds)`` of ``generation``'s self-play where a stopped session left its games on disk
+    (``replay.write_note``) for this config's number of games, else None."""
+    note = replay.read_note(run_dir / "replay", generation)
+    if note is None:
+        return None
+    try:
+        stats = SelfPlayStats(**note["stats"])
+        if stats.num_games != config.selfplay.num_games:
+            return None
+        return stats, dict(note["rng"]), float(note["selfplay_seconds"])
+    except (KeyError, TypeError, ValueError):  # a note of another version: play again
+        return None
 
 
 def inference_batch(config: RunConfig) -> int:
@@ -318,6 +361,15 @@ def inference_batch(config: RunConfig) -> int:
 def expected_generations(total_time: float, generation_seconds: float) -> int:
     """How many generations of ``generation_seconds`` a run of ``total_time`` seconds makes (at least one)."""
     return max(1, int(total_time // max(generation_seconds, 1e-9)))
+
+
+def timed_generations(total_time: float, first_seconds: float) -> int:
+    """How many generations a timed run whose first took ``first_seconds`` expects: ``expected_generations``, or
+    with later ones smaller (``sizing.deadline_scale``) the first and those that fit in the time left."""
+    scale = sizing.deadline_scale(total_time, first_seconds)
+    if scale >= 1.0:
+        return expected_generations(total_time, first_seconds)
+    return 1 + (int((total_time - first_seconds) / (first_seconds * scale) + 1e-9) if scale > 0 else 0)
 
 
 def _evaluate(evaluator: TorchEvaluator, config: RunConfig) -> dict[str, float]:

@@ -20,8 +20,9 @@ Wire format, one pipe per worker, each message a one-byte tag then its payload::
     server -> worker  logits float32[n,7] then value float32[n], side to move
 
 Pickle only crosses a pipe to this process's own children.  A worker's failure is raised here as
-``WorkerError``; workers are daemonic, ignore Ctrl-C and exit when their pipe closes, and the server checks
-that a silent worker is alive, so neither side hangs or outlives the other."""
+``WorkerError``; workers are daemonic, ignore Ctrl-C (blocked from their birth) and exit when their pipe closes,
+the server checks that a silent worker is alive, and a stopped ``play_games`` terminates them all at once, so
+neither side hangs or outlives the other, whatever the number of workers."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ import multiprocessing
 import os
 import pickle
 import signal
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -68,20 +71,21 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     context = multiprocessing.get_context("spawn")
     processes: list[BaseProcess] = []
     connections: list[Connection] = []
+    finished = False
     try:
         for index, (share, seed) in enumerate(zip(shares, seeds, strict=True)):
             ours, theirs = context.Pipe()
             connections.append(ours)
             process = context.Process(target=_worker_main, args=(theirs, share, config, search, seed),
                                       name=f"connectx-selfplay-{index}", daemon=True)
-            process.start()
-            processes.append(process)
+            _start(process, processes)
             # Only the worker holds its end now: if it dies, our reads see EOF at once.
             theirs.close()
         by_worker, num_evaluations, num_network_evaluations = _serve(evaluator, processes, connections,
                                                                      on_game_done=on_game_done)
+        finished = True
     finally:
-        _stop(processes, connections)
+        _stop(processes, connections, wait=_JOIN_SECONDS if finished else 0.0)
     records = [record for worker_records in by_worker for record in worker_records]
     return records, selfplay.summarize(records, num_evaluations, num_network_evaluations)
 
@@ -184,18 +188,52 @@ def _died(index: int, process: BaseProcess) -> WorkerError:
     return WorkerError(f"self-play worker {index} died (exit code {process.exitcode})")
 
 
-def _stop(processes: list[BaseProcess], connections: list[Connection]) -> None:
-    """Close the pipes (a worker still running then exits), wait briefly, terminate stragglers."""
+def _start(process: BaseProcess, processes: list[BaseProcess]) -> None:
+    """Start ``process`` and add it to ``processes`` with Ctrl-C and SIGTERM held off meanwhile, then act on one that
+    came: stopped half way, a worker would wait for the rest of its start-up data and outlive this process.  The
+    worker is born with SIGINT blocked (a spawned interpreter inherits the mask), so a Ctrl-C in its own start-up
+    cannot end it with a traceback before it ignores the signal (``_worker_main``)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+        process.start()
+        processes.append(process)
+        return
+    came: list[int] = []
+    handlers = {signum: signal.signal(signum, lambda signum, frame: came.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") \
+        else None
+    try:
+        process.start()
+        processes.append(process)
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for signum, handler in handlers.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+    for signum in came[:1]:  # the first, as its own handler would have taken it
+        handler = handlers[signum]
+        if callable(handler):
+            handler(signum, None)
+        elif handler != signal.SIG_IGN:
+            os.kill(os.getpid(), signum)
+
+
+def _stop(processes: list[BaseProcess], connections: list[Connection], *, wait: float) -> None:
+    """Close the pipes (a worker still running then exits), give all the workers ``wait`` seconds in all (0 when
+    stopped early: a worker may be deep in a search or still starting), then terminate and kill the rest, all at
+    once: stopping takes seconds whatever the number of workers."""
     for connection in connections:
         connection.close()
+    deadline = time.monotonic() + wait
     for process in processes:
-        process.join(_JOIN_SECONDS)
-        if process.is_alive():
-            process.terminate()
-            process.join(_JOIN_SECONDS)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        process.join(max(0.0, deadline - time.monotonic()))
+    for end in ("terminate", "kill"):
+        alive = [p for p in processes if p.is_alive()]
+        for process in alive:
+            getattr(process, end)()
+        deadline = time.monotonic() + _JOIN_SECONDS
+        for process in alive:
+            process.join(max(0.0, deadline - time.monotonic()))
 
 
 class _RemoteEvaluator:
@@ -222,8 +260,10 @@ class _RemoteEvaluator:
 def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig, search: search_tree.SearchConfig,
                  seed: int) -> None:
     """A worker process: play ``num_games`` games, sending leaves and finished games to the server."""
-    # Ctrl-C reaches the whole process group; the parent handles it and stops us.
+    # Ctrl-C reaches the whole process group; the parent handles it and stops us (``_start`` blocked it till now).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         _, stats = selfplay.play_games(_RemoteEvaluator(connection), num_games, config, search,
                                        np.random.default_rng(seed),

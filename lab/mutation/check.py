@@ -46,6 +46,7 @@ MCTS, BOOK, TEMPLATE = "connectx_az/engine/mcts.py", "connectx_az/engine/book.py
 RUNS, GAME = "connectx_az/training/runs.py", "connectx_az/engine/game.py"
 FALLBACK, SEARCH_TREE = "connectx_az/agent/fallback.py", "connectx_az/engine/search_tree.py"
 SELFPLAY, REPLAY = "connectx_az/training/selfplay.py", "connectx_az/training/replay.py"
+COMPARE, BACKENDS = "connectx_az/tools/compare.py", "connectx_az/agent/backends.py"
 
 MUTATIONS = (
     # the search (pasted)
@@ -141,6 +142,23 @@ MUTATIONS = (
              ("tests/test_train.py",), "a resumed run starts again from generation 0"),
     Mutation("resume-optimizer", RUNS, 'optimizer.load_state_dict(data["optimizer"])', "pass",
              ("tests/test_train.py",), "a resumed run's optimizer starts afresh"),
+    # paths an audit's planted bugs crossed unseen (issue 70)
+    Mutation("negamax-draw-won", COMPARE, '"won": sum(r["wins"] for r in results)',
+             '"won": sum(r["wins"] + r["draws"] for r in results)',
+             ("tests/test_compare.py::test_a_drawn_game_against_negamax_fails_the_rule_that_every_game_is_won",),
+             "compare counts a game drawn against negamax as won: a candidate that draws may ship"),
+    Mutation("check-value-finite", BACKENDS,
+             "if not (np.all(np.isfinite(logits)) and np.all(np.isfinite(value))):",
+             "if not np.all(np.isfinite(logits)):",
+             ("tests/test_agent.py::test_a_network_whose_value_is_not_finite_is_refused_when_loaded_and_the_agent_"
+              "plays_on",), "the check of a loaded network takes a value that is not finite"),
+    Mutation("bank-draw-rate", TEMPLATE, "rate * (own + extra) < typical", "rate * own < typical",
+             ("tests/test_agent.py::test_the_compiled_solver_draws_on_the_bank_exactly_when_its_rate_finishes_the_"
+              "typical_proof_in_time",), "the solver is denied the bank's seconds unless it could finish without them"),
+    Mutation("proven-root-drawn", SELFPLAY, "and config.temperature_early > 0 and np.isnan(root_proven[i]):",
+             "and config.temperature_early > 0:",
+             ("tests/test_selfplay.py::test_a_proven_root_plays_its_proof_even_where_the_opening_temperature_draws",),
+             "self-play draws an opening move from the visits at a root the search has proven"),
 )
 
 
