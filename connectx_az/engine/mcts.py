@@ -13,8 +13,8 @@ imports, and from then on ``simulate`` runs them compiled; before, or without nu
 Python.  Both give the same trees, bit for bit (float64 scores, float32 sums, the same order).
 
 One simulation step selects ``num_parallel`` leaves in every tree (a virtual loss between them), evaluates all
-new leaves in **one** network call (``search_tree.evaluate_nodes``), then backs up: self-play runs many trees
-with one leaf each, the agent one tree with several.  A value backed up is from the side to move at the leaf;
+new leaves in **one** network call (``_encode_leaves`` before it, ``_set_leaves`` after), then backs up:
+self-play runs many trees with one leaf each, the agent one tree with several.  A value backed up is from the side to move at the leaf;
 terminal positions are scored by the rules, never by the network."""
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ _S1, _S2, _S6, _S7, _S8, _S12, _S14, _S16 = _U(1), _U(2), _U(6), _U(7), _U(8), _
 _WIN_BIAS, _LOSS_BIAS = search_tree.WIN_BIAS, search_tree.LOSS_BIAS
 _NAN = np.float32(np.nan)
 _NEG_INF = np.float32(-np.inf)
+_ONE = _U(1)
+_NUM_CELLS = game.NUM_CELLS
+#: the bitboard bit of each cell of an encoded plane, laid out as ``game.encode``'s [row from the top, column]
+_CELL_BITS = np.array([[(game.ROWS + 1) * col + game.ROWS - 1 - row for col in range(game.COLS)]
+                       for row in range(game.ROWS)], np.uint64).reshape(-1)
 
 
 def _row(array: np.ndarray, node: int) -> list:
@@ -235,12 +240,48 @@ def _prove(proven, edge_proven, score_bias, legal_mask, path_node, path_action, 
             d -= 1
 
 
+def _encode_leaves(position, mask, open_b, open_node, count, out) -> None:
+    """``game.encode`` of the open leaves ``(open_b[i], open_node[i])``, ``i < count``, into ``out uint8[>= count,
+    2 * cells]``: numpy's ``game.encode`` in Python, bit by bit when compiled (``_encode_leaves_compiled`` takes its
+    place).  The bytes are the same."""
+    b, node = open_b[:count], open_node[:count]
+    out[:count] = game.encode(position[b, node], mask[b, node]).reshape(count, -1)
+
+
+def _encode_leaves_compiled(position, mask, open_b, open_node, count, out) -> None:
+    """``_encode_leaves`` compiled: each leaf's two planes, cell by cell."""
+    for i in range(count):
+        own = position[open_b[i], open_node[i]]
+        opp = own ^ mask[open_b[i], open_node[i]]
+        for cell in range(_NUM_CELLS):
+            out[i, cell] = (own >> _CELL_BITS[cell]) & _ONE
+            out[i, _NUM_CELLS + cell] = (opp >> _CELL_BITS[cell]) & _ONE
+
+
+def _set_leaves(prior, net_value, is_expanded, open_b, open_node, count, priors, values) -> None:
+    """The evaluated leaves' priors (``priors float32[count, A]``, already softmaxed over their legal moves) and
+    net values (``values float32[count]``, clipped to [-1, 1]); they become expanded."""
+    for i in range(count):
+        b = open_b[i]
+        node = open_node[i]
+        for action in range(A):
+            prior[b, node, action] = priors[i, action]
+        v = values[i]
+        if v > 1.0:
+            v = np.float32(1.0)
+        elif v < -1.0:
+            v = np.float32(-1.0)
+        net_value[b, node] = v
+        is_expanded[b, node] = True
+
+
 def _walk_trees(visits, value_sum, prior, score_bias, children, is_expanded, proven, node_visits, node_value_sum,
                 net_value, position, mask, legal_mask, root, num_nodes, c_puct, fpu_reduction, virtual_loss,
-                path_node, path_action, depth, leaf, ends, open_b, open_node) -> int:
+                path_node, path_action, depth, leaf, ends, open_b, open_node, obs) -> int:
     """``_walk`` then ``_add_leaves`` in each of the ``B`` trees (the ``Tree``'s arrays); returns how many open
-    leaves there are: ``(open_b[i], open_node[i])``, by tree, then node.  Walk ``w`` of tree ``b`` is
-    ``path_node[b, w]``/``path_action[b, w]`` (``int64[B, K, D]``), ``depth[b, w]``, ``leaf[b, w]``."""
+    leaves there are: ``(open_b[i], open_node[i])``, by tree, then node, encoded into ``obs[i]``
+    (``_encode_leaves``).  Walk ``w`` of tree ``b`` is ``path_node[b, w]``/``path_action[b, w]``
+    (``int64[B, K, D]``), ``depth[b, w]``, ``leaf[b, w]``."""
     num_open = 0
     for b in range(root.shape[0]):
         _walk(visits[b], value_sum[b], prior[b], score_bias[b], children[b], is_expanded[b], proven[b],
@@ -252,12 +293,16 @@ def _walk_trees(visits, value_sum, prior, score_bias, children, is_expanded, pro
         num_nodes[b] = nodes
         open_b[num_open:num_open + count] = b
         num_open += count
+    _encode_leaves(position, mask, open_b, open_node, num_open, obs)
     return num_open
 
 
 def _backup_trees(visits, value_sum, node_visits, node_value_sum, net_value, proven, edge_proven, score_bias,
-                  legal_mask, path_node, path_action, depth, leaf, virtual_loss) -> None:
-    """``_backup`` then ``_prove`` in each tree (arrays as in ``_walk_trees``), once its leaves are evaluated."""
+                  legal_mask, prior, is_expanded, open_b, open_node, count, priors, values, path_node, path_action,
+                  depth, leaf, virtual_loss) -> None:
+    """The open leaves' evaluations set (``_set_leaves``), then ``_backup`` and ``_prove`` in each tree (arrays
+    as in ``_walk_trees``)."""
+    _set_leaves(prior, net_value, is_expanded, open_b, open_node, count, priors, values)
     for b in range(leaf.shape[0]):
         _backup(visits[b], value_sum[b], node_visits[b], node_value_sum[b], net_value[b], proven[b], path_node[b],
                 path_action[b], depth[b], leaf[b], virtual_loss)
@@ -265,8 +310,8 @@ def _backup_trees(visits, value_sum, node_visits, node_value_sum, net_value, pro
                leaf[b])
 
 
-_STEPS = (_puct_action, _walk, _is_win, _new_node, _insert, _add_leaves, _backup, _prove, _walk_trees,
-          _backup_trees)
+_STEPS = (_puct_action, _walk, _is_win, _new_node, _insert, _add_leaves, _set_leaves, _backup, _prove,
+          _walk_trees, _backup_trees)
 
 
 class _Uniform:
@@ -284,7 +329,7 @@ def _warm_up(steps) -> None:
         _simulate(tree, _Uniform(), search_tree.SearchConfig(num_parallel=parallel), steps)
 
 
-_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled}, key=(game.ROWS, game.COLS),
+_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled, "_encode_leaves": _encode_leaves_compiled}, key=(game.ROWS, game.COLS),
                          warm_up=_warm_up)
 
 
@@ -343,17 +388,27 @@ def _simulate(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: 
     path_action = np.zeros((bsz, k, _MAX_DEPTH), np.int64)
     depth, leaf = np.zeros((bsz, k), np.int64), np.zeros((bsz, k), np.int64)
     open_b, open_node = np.zeros(bsz * k, np.int64), np.zeros(bsz * k, np.int64)
+    obs = np.empty((bsz * k, 2 * _NUM_CELLS), np.uint8)
     count = steps._walk_trees(tree.visits, tree.value_sum, tree.prior, tree.score_bias, tree.children,
                               tree.is_expanded, tree.proven, tree.node_visits, tree.node_value_sum, tree.net_value,
                               tree.position, tree.mask, tree.legal_mask, tree.root, tree.num_nodes,
                               float(config.c_puct), float(config.fpu_reduction), virtual_loss, path_node,
-                              path_action, depth, leaf, np.zeros(k, np.int64), open_b, open_node)
-    if count:
-        search_tree.evaluate_nodes(tree, open_b[:count], open_node[:count], evaluator)
+                              path_action, depth, leaf, np.zeros(k, np.int64), open_b, open_node, obs)
+    priors, values = _NO_PRIORS, _NO_VALUES
+    if count:  # the one network call of the step (the softmax is numpy's on both paths: the same float32 exp)
+        logits, value = evaluator.evaluate(obs[:count].reshape(count, 2, game.ROWS, game.COLS))
+        priors = np.ascontiguousarray(search_tree.masked_softmax(
+            np.asarray(logits), tree.legal_mask[open_b[:count], open_node[:count]]))
+        values = np.ascontiguousarray(np.asarray(value, np.float32).reshape(-1))
     steps._backup_trees(tree.visits, tree.value_sum, tree.node_visits, tree.node_value_sum, tree.net_value,
-                        tree.proven, tree.edge_proven, tree.score_bias, tree.legal_mask, path_node, path_action,
-                        depth, leaf, virtual_loss)
+                        tree.proven, tree.edge_proven, tree.score_bias, tree.legal_mask, tree.prior,
+                        tree.is_expanded, open_b, open_node, count, priors, values, path_node, path_action, depth,
+                        leaf, virtual_loss)
     return bsz * k
+
+
+_NO_PRIORS = np.zeros((0, A), np.float32)
+_NO_VALUES = np.zeros(0, np.float32)
 
 
 def search(tree: search_tree.Tree, evaluator: search_tree.Evaluator, config: search_tree.SearchConfig, *,
