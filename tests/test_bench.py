@@ -113,4 +113,5 @@ def test_bench_agent_times_every_backend_in_turns(small_onnx) -> None:
         assert row["raw_batch_evals_per_s"] > 0
     assert {"sims_vs_numpy", "raw_vs_numpy", "batch_vs_numpy"} <= set(result["onnxruntime"])
     assert "sims_vs_numpy" not in result["numpy"]
+    assert result["numpy"]["compiled_sims_per_s"] > 0  # the search compiled (numba is in the test extra)
     assert result["submission"]["backend"] == "numpy" and result["submission"]["num_moves"] == 0

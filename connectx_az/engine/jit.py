@@ -93,7 +93,7 @@ class Compiler:
 
     def _njit_all(self, numba, cache: bool) -> types.SimpleNamespace:
         """njit every function into one copy of their module's globals (numba resolves globals as it compiles)."""
-        jit = numba.njit(cache=cache, nogil=True)
+        jit = numba.njit(cache=cache, nogil=True, inline="always")
         shared = dict(self.functions[0].__globals__)
         for name, function in self.overrides.items():
             shared[name] = jit(_rebound(function, shared, name))

@@ -245,7 +245,7 @@ def _encode_leaves(position, mask, open_b, open_node, count, out) -> None:
     2 * cells]``: numpy's ``game.encode`` in Python, bit by bit when compiled (``_encode_leaves_compiled`` takes its
     place).  The bytes are the same."""
     b, node = open_b[:count], open_node[:count]
-    out[:count] = game.encode(position[b, node], mask[b, node]).reshape(count, -1)
+    out[:count] = game.encode(position[b, node], mask[b, node]).reshape(count, 2 * _NUM_CELLS)
 
 
 def _encode_leaves_compiled(position, mask, open_b, open_node, count, out) -> None:

@@ -27,8 +27,9 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     fresh tree per position searched for ``seconds / num_positions``; the raw rates are calls of one position
     (``raw_evals_per_s``) and of ``num_parallel`` (``raw_batch_evals_per_s``), each timed a quarter as long.  The
     backends (``backends.KNOWN_BACKENDS`` that load here) take each position's slices in turn, so a change in the
-    machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's figures by the numpy runtime's.  Pin
-    the process to one core (``taskset -c 1``) to match Kaggle.  Then ``bench_submission`` of a file built for the
+    machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's figures by the numpy runtime's.  These
+    searches run as Python; then, where numba imports, the numpy backend's once more compiled, as the file searches
+    on Kaggle (``compiled_sims_per_s``).  Pin the process to one core (``taskset -c 1``) to match Kaggle.  Then ``bench_submission`` of a file built for the
     same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission`` breakdown."""
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts, search_tree
@@ -76,6 +77,15 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
         if backend != "numpy" and "numpy" in rates:
             for key, label in (("sims_per_s", "sims"), ("raw_evals_per_s", "raw"), ("raw_batch_evals_per_s", "batch")):
                 result[backend][f"{label}_vs_numpy"] = round(r[key] / rates["numpy"][key], 3)
+    if "numpy" in evaluators and mcts.compile_search():  # the search compiled, as the file runs it where numba imports
+        sims, spent = 0, 0.0
+        for position, mask in positions:
+            tree = search_tree.Tree(np.array([position], np.uint64), np.array([mask], np.uint64), capacity=4096)
+            start = time.perf_counter()
+            sims += mcts.search(tree, evaluators["numpy"], template.CONFIG.search, deadline=start + slice_seconds)
+            spent += time.perf_counter() - start
+        result["numpy"]["compiled_sims_per_s"] = round(sims / spent, 1)
+        result["numpy"]["compiled_vs_python"] = round(sims / spent / rates["numpy"]["sims_per_s"], 3)
     probe = bench_submission(path, num_moves=num_moves)
     result["load_seconds"] = probe.pop("load_seconds")
     result["peak_rss_mb"] = probe.pop("peak_rss_mb")
