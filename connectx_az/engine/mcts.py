@@ -14,8 +14,8 @@ Python.  Both give the same trees, bit for bit (float64 scores, float32 sums, th
 
 One simulation step selects ``num_parallel`` leaves in every tree (a virtual loss between them), evaluates all
 new leaves in **one** network call (``_encode_leaves`` before it, ``_set_leaves`` after), then backs up:
-self-play runs many trees with one leaf each, the agent one tree with several.  A value backed up is from the side to move at the leaf;
-terminal positions are scored by the rules, never by the network."""
+self-play runs many trees with one leaf each, the agent one tree with several.  A value backed up is from the
+side to move at the leaf; terminal positions are scored by the rules, never by the network."""
 
 from __future__ import annotations
 
@@ -329,8 +329,8 @@ def _warm_up(steps) -> None:
         _simulate(tree, _Uniform(), search_tree.SearchConfig(num_parallel=parallel), steps)
 
 
-_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled, "_encode_leaves": _encode_leaves_compiled}, key=(game.ROWS, game.COLS),
-                         warm_up=_warm_up)
+_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled, "_encode_leaves": _encode_leaves_compiled},
+                         key=(game.ROWS, game.COLS), warm_up=_warm_up)
 
 
 def compile_search(*, cache: bool = False) -> bool:

@@ -29,8 +29,9 @@ def bench_agent(model: str | Path, *, seconds: float = 5.0, num_positions: int =
     backends (``backends.KNOWN_BACKENDS`` that load here) take each position's slices in turn, so a change in the
     machine's load moves all figures alike; ``*_vs_numpy`` divide a backend's figures by the numpy runtime's.  These
     searches run as Python; then, where numba imports, the numpy backend's once more compiled, as the file searches
-    on Kaggle (``compiled_sims_per_s``).  Pin the process to one core (``taskset -c 1``) to match Kaggle.  Then ``bench_submission`` of a file built for the
-    same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission`` breakdown."""
+    on Kaggle (``compiled_sims_per_s``).  Pin the process to one core (``taskset -c 1``) to match Kaggle.  Then
+    ``bench_submission`` of a file built for the same model: ``load_seconds``, ``peak_rss_mb`` and a ``submission``
+    breakdown."""
     from connectx_az.agent import backends, template
     from connectx_az.engine import mcts, search_tree
     from connectx_az.testsets import pons
