@@ -556,7 +556,7 @@ def test_after_the_background_compile_the_agent_searches_compiled(with_model):
     from connectx_az.engine import jit, mcts
 
     pytest.importorskip("numba")
-    compiler = jit.Compiler("mcts-agent-test", mcts._STEPS, overrides={"_row": mcts._row_compiled},
+    compiler = jit.Compiler("mcts-agent-test", mcts._STEPS, overrides=mcts._COMPILER.overrides,
                             warm_up=mcts._warm_up)
     real = mcts._COMPILER
     mcts._COMPILER = compiler
