@@ -162,7 +162,7 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check .
 
 # clean: what the commands write into build/ by default and what tests wrote; not a model exported there
-# (`export`'s default build/model.onnx and its card) nor the opening book's journal (build/book: hours of proofs).
+# (`export`'s default build/RUN.onnx and its card) nor the opening book's journal (build/book: hours of proofs).
 # distclean: that and $(VENV) too (start over from a fresh install)
 CLEANED := build/submission.py build/submission_*.py build/replays build/compare build/compare-replays \
 	build/duel_cache.sqlite build/kaggle build/gpu-check build/lib build/bdist.* .pytest_cache

@@ -708,6 +708,10 @@ def test_without_tqdm_progress_is_a_plain_line_with_the_time_left(monkeypatch, c
     assert [line.split(",")[0] for line in lines] == ["positions: 1/2 positions", "positions: 2/2 positions"]
     assert lines[0].endswith(" left") and not lines[1].endswith(" left")
     assert bars.duration(42) == "42 s" and bars.duration(720) == "12 min" and bars.duration(4 * 3600) == "4.0 h"
+    with bars.progress_bar(3, "games", eta=False) as bar:  # validate's: its games differ too much in length
+        bar.update(1)
+    err = capsys.readouterr().err
+    assert err.startswith("games: 1/3 games, ") and "left" not in err, err
 
 
 def test_validate_stops_at_a_broken_move_in_one_line_and_keeps_another_files_replays(tmp_path: Path) -> None:

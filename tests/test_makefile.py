@@ -118,7 +118,7 @@ def test_make_alone_prints_the_targets_and_makes_nothing(tmp_path: Path) -> None
 
 
 def test_clean_removes_what_the_commands_wrote_and_keeps_an_exported_model(tmp_path: Path) -> None:
-    kept = ["build/model.onnx", "build/model.json", "build/book/state.bin"]
+    kept = ["build/mine.onnx", "build/mine.json", "build/book/state.bin"]
     removed = ["build/submission.py", "build/submission_mine.py", "build/replays/submission/random_seat1.html",
                "build/compare/mine/compare.json", "build/duel_cache.sqlite", "build/kaggle/train.ipynb"]
     for name in kept + removed:

@@ -129,6 +129,15 @@ def two_runs(tmp_path: Path, make_net) -> tuple[Path, Path]:
     return made[0], made[1]
 
 
+def test_export_without_out_writes_one_file_a_run(two_runs: tuple[Path, Path], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for run in two_runs:
+        assert cli_main.main(["export", str(run)]) == 0
+    assert cli_main.main(["export", str(two_runs[0] / "checkpoint.pt")]) == 0  # the run's checkpoint: the run's file
+    made = sorted(p.name for p in (tmp_path / "build").iterdir())
+    assert made == ["run_a.json", "run_a.onnx", "run_b.json", "run_b.onnx"]
+
+
 def test_export_refuses_to_replace_another_runs_export_or_the_shipped_model_without_force(
         two_runs: tuple[Path, Path], tmp_path: Path, monkeypatch, capsys) -> None:
     run_a, run_b = two_runs

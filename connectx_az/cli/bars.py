@@ -25,13 +25,14 @@ class NoBar:
 
 class LineBar(NoBar):
     """What ``progress_bar`` gives without tqdm: a plain line on stderr at the first step and then every
-    ``interval`` seconds, with the count, the time spent and, where the total is known, the time left."""
+    ``interval`` seconds, with the count, the time spent and, where the total is known (and ``eta``), the time
+    left."""
 
     interval = 30.0
 
-    def __init__(self, total: int, unit: str, desc: str) -> None:
+    def __init__(self, total: int, unit: str, desc: str, eta: bool = True) -> None:
         super().__init__()
-        self.total, self.unit, self.desc = total, unit, desc
+        self.total, self.unit, self.desc, self.eta = total, unit, desc, eta
         self._start = time.monotonic()
         self._shown: float | None = None
 
@@ -44,7 +45,7 @@ class LineBar(NoBar):
         spent = now - self._start
         count = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
         left = (f", about {duration(spent / self.n * (self.total - self.n))} left"
-                if self.total and 0 < self.n < self.total else "")
+                if self.eta and self.total and 0 < self.n < self.total else "")
         print(f"{self.desc}: {count} {self.unit}, {duration(spent)}{left}", file=sys.stderr, flush=True)
 
 
@@ -55,14 +56,17 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def progress_bar(total: int, unit: str, desc: str | None = None) -> Any:
+def progress_bar(total: int, unit: str, desc: str | None = None, *, eta: bool = True) -> Any:
     """A tqdm bar on stderr where tqdm is installed, else a plain line now and then (``LineBar``; a build-only
-    set-up lacks tqdm)."""
+    set-up lacks tqdm).  ``eta=False``: no time left, where the steps differ too much in length for the rate of
+    the first ones to say it (validate's games against random and against negamax)."""
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        return LineBar(total, unit, desc or unit)
-    return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=desc or unit, leave=False)
+        return LineBar(total, unit, desc or unit, eta)
+    extra = {} if eta else {"bar_format": "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}]"}
+    return tqdm(total=total, unit=unit[:-1] if unit.endswith("s") else unit, desc=desc or unit, leave=False,
+                **extra)
 
 
 def write(line: str) -> None:

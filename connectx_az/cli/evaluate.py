@@ -26,7 +26,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     kaggle_io.check_network(args.submission)
     # each file's replays in a folder of its own: a broken file's games never replace a good one's
     replays = args.replays or str(Path("build") / "replays" / Path(args.submission).stem)
-    with bars.progress_bar(2 * len(args.opponents) * args.games, "games") as bar:
+    # no time left shown: a game against random takes a fraction of one against negamax, whose games come later
+    with bars.progress_bar(2 * len(args.opponents) * args.games, "games", eta=False) as bar:
         results = kaggle_io.validate(args.submission, opponents=tuple(args.opponents), games=args.games,
                                      replay_dir=replays, act_timeout=args.act_timeout,
                                      on_game=lambda _: bar.update(1))

@@ -104,12 +104,14 @@ def _user_keys(args: argparse.Namespace) -> set[str]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     common.require(args, "torch", "onnx", "tqdm")
-    from connectx_az.training import export
+    from connectx_az.training import export, runs
     from connectx_az.training.config import save_json
     from connectx_az.training.network import load_checkpoint, save_checkpoint
 
     ckpt = _checkpoint_path(args.checkpoint)
     net, data = load_checkpoint(ckpt)
+    if args.out is None:  # one file a run: a second run's export does not land on the first's
+        args.out = str(runs.export_path(ckpt.parent if ckpt.name == "checkpoint.pt" else ckpt.with_suffix("")))
     export.check_out(args.out, ckpt, force=args.force)  # the shipped model, another run's export, /dev/full: refused
     report = export.export_onnx(net, args.out, float16=args.float16)
     print(f"wrote {report.path} ({report.num_bytes:,} bytes, sha256 {report.sha256[:16]}..., "
@@ -234,7 +236,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("export", help="export a checkpoint to ONNX (with a parity check)")
     p.add_argument("checkpoint", help="checkpoint .pt file or run folder")
-    p.add_argument("--out", default="build/model.onnx", help="ONNX file to write (default build/model.onnx)")
+    p.add_argument("--out", help="ONNX file to write (default build/RUN.onnx, RUN the run folder's name, or the "
+                   "checkpoint file's without .pt)")
     p.add_argument("--float16", action="store_true", help="store weights as float16 (half the size)")
     p.add_argument("--weights-out", help="also save the bare weights (no optimizer) as a .pt checkpoint")
     p.add_argument("--force", action="store_true", help="replace --out even where it is the shipped model or another "
