@@ -77,7 +77,7 @@ def test_without_numba_nothing_compiles_and_the_reason_is_kept(monkeypatch: pyte
 def test_a_cache_numba_cannot_write_falls_back_to_compiling_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     numba = pytest.importorskip("numba")
 
-    def njit(*, cache: bool, nogil: bool):
+    def njit(*, cache: bool, **options):
         if cache:
             raise RuntimeError("cannot cache function: no locator available")
         return lambda f: f  # the functions run as Python: enough to see which way was taken
