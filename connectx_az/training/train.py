@@ -40,15 +40,27 @@ from connectx_az.training.sizing import format_hours, train_command
 log = logging.getLogger(__name__)
 
 
+#: the soft policy head's target, the policy target ** (1 / T) normalised, and its loss's weight beside the
+#: policy loss's 1: KataGo's (docs/KataGoMethods.md, *Auxiliary Soft Policy Target*)
+SOFT_POLICY_TEMPERATURE = 4.0
+SOFT_POLICY_WEIGHT = 8.0
+
+
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
                 target_value: torch.Tensor, dtype: torch.dtype | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per position: policy cross-entropy, squared value error and the log-probabilities; the forward pass
-    under autocast at ``dtype`` (None: float32), the losses in float32."""
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Per position: policy cross-entropy, squared value error, the log-probabilities and the soft policy head's
+    cross-entropy (``None`` without that head); the forward pass under autocast at ``dtype`` (None: float32), the
+    losses in float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        logits, value = net(obs)
+        logits, value, soft_logits = net.forward_train(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
-    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs
+    soft_terms = None
+    if soft_logits is not None:
+        soft_target = target_policy ** (1.0 / SOFT_POLICY_TEMPERATURE)
+        soft_target = soft_target / soft_target.sum(dim=1, keepdim=True).clamp_min(1e-12)
+        soft_terms = -(soft_target * F.log_softmax(soft_logits.float(), dim=1)).sum(dim=1)
+    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs, soft_terms
 
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
@@ -79,15 +91,20 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value, dtype)
+        policy_terms, value_terms, log_probs, soft_terms = _loss_terms(net, obs, target_policy, target_value, dtype)
         if extra:
             policy_terms = torch.cat([policy_terms[:batch_size],
                                       proven_policy_terms(log_probs[batch_size:], target_policy[batch_size:])])
         targets = int((batch.policy[batch_size:].sum(axis=1) > 0).sum()) if extra else 0
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
+        loss = policy_loss + value_loss
+        if soft_terms is not None:  # the self-play rows' (a solved row's target is its winning moves)
+            soft_loss = soft_terms[:batch_size].mean()
+            loss = loss + SOFT_POLICY_WEIGHT * soft_loss
+            sums["soft_policy_loss"] = sums.get("soft_policy_loss", 0.0) + soft_loss.item()
         optimizer.zero_grad(set_to_none=True)
-        (policy_loss + value_loss).backward()
+        loss.backward()
         optimizer.step()
         sums["policy_loss"] += policy_terms[:batch_size].mean().item()
         sums["value_loss"] += value_terms[:batch_size].mean().item()
@@ -141,7 +158,7 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     policy_sum = value_sum = 0.0
     for start in range(0, n, batch_size):
         end = min(start + batch_size, n)
-        policy_terms, value_terms, _ = _loss_terms(
+        policy_terms, value_terms, _, _ = _loss_terms(
             net, torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device),
             torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device))
         policy_sum += policy_terms.sum().item()
