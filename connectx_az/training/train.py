@@ -228,7 +228,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     done = runs.rows_before(run_dir, generation)  # each generation's share of its games and steps, and its time
     ends = runs.run_clock(done)
     measured = [(float(row.get("scale", 1.0)), end - start)
-                for row, start, end in zip(done, [0.0, *ends[:-1]], ends, strict=True)]
+                for row, start, end in zip(done, [0.0, *ends][:-1], ends, strict=True)]
     while stop is None or generation < stop:
         scale = 1.0
         if timed and first and generation >= 1:
