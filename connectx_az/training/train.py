@@ -250,6 +250,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                         runs.format_duration(time_budget), runs.format_duration(expected), runs.resume_hint(run_dir))
             break
         fraction = (spent + expected) / config.total_time if timed else None
+        if fraction is not None and scale < 1.0 and spent + 2 * expected > config.total_time:
+            fraction = 1.0  # a shrunk run's last generation (no other fits after it) trains at the final rate
         begun = clock()
         row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
                           solved, progress, fraction=fraction)
