@@ -226,16 +226,29 @@ def test_visits_worked_out_by_hand_virtual_loss() -> None:
     assert tree.value_sum[0, 0].tolist() == [0] * 7 and tree.node_visits[0, 0] == 2 and tree.node_value_sum[0, 0] == 0
 
 
+def _puct_choice(score_bias: list[float], fpu_reduction: float) -> int:
+    """The move ``_walk`` picks at a lone root: 4 visits of mean +0.5 on column 0, a net value of 0.5, equal
+    priors, c_puct 1.5."""
+    row = lambda values: np.array([values], np.float32)  # noqa: E731
+    path_node, path_action = np.zeros((1, 3), np.int64), np.zeros((1, 3), np.int64)
+    depth = np.zeros(1, np.int64)
+    mcts._walk(row([4.0] + [0.0] * 6), row([2.0] + [0.0] * 6), row([1 / 7] * 7), row(score_bias),
+               np.full((1, 7), -1, np.int32), np.ones(1, bool), np.full(1, np.nan, np.float32),
+               np.array([4.0], np.float32), np.array([2.0], np.float32), np.array([0.5], np.float32), 0, 1.5,
+               fpu_reduction, 0.0, path_node, path_action, depth)
+    assert depth[0] == 1 and path_node[0, 0] == 0
+    return int(path_action[0, 0])
+
+
 def test_the_move_with_the_best_prior_term_wins_a_tie_of_values() -> None:
-    """``_puct_action`` at a node with 4 visits of mean +0.5 on column 0 and a net value 0.5: an unvisited move
-    scores the parent's mean (0.5 + 2) / 5 = 0.5 less the reduction, plus 1/7 * 1.5 * 2; column 0 scores 0.5 +
-    1/7 * 1.5 * 2 / 5.  A reduction of 0.2 leaves the unvisited first (0.729 > 0.586), one of 0.4 not (0.529)."""
-    visits, value_sum, prior, bias = [4.0] + [0.0] * 6, [2.0] + [0.0] * 6, [1 / 7] * 7, [0.0] * 7
-    assert mcts._puct_action(visits, value_sum, prior, bias, 4.0, 0.5 + 2.0, 1.5, 0.2) == 1
-    assert mcts._puct_action(visits, value_sum, prior, bias, 4.0, 0.5 + 2.0, 1.5, 0.4) == 0
+    """PUCT at a node with 4 visits of mean +0.5 on column 0 and a net value 0.5: an unvisited move scores the
+    parent's mean (0.5 + 2) / 5 = 0.5 less the reduction, plus 1/7 * 1.5 * 2; column 0 scores 0.5 + 1/7 * 1.5 *
+    2 / 5.  A reduction of 0.2 leaves the unvisited first (0.729 > 0.586), one of 0.4 not (0.529)."""
+    assert _puct_choice([0.0] * 7, 0.2) == 1
+    assert _puct_choice([0.0] * 7, 0.4) == 0
     # a move into a proven win outranks everything, an illegal one nothing
-    assert mcts._puct_action(visits, value_sum, prior, [0.0, 0.0, 0.0, 1e9, 0.0, 0.0, 0.0], 4.0, 2.5, 1.5, 0.2) == 3
-    assert mcts._puct_action(visits, value_sum, prior, [0.0] + [-np.inf] * 6, 4.0, 2.5, 1.5, 0.2) == 0
+    assert _puct_choice([0.0, 0.0, 0.0, 1e9, 0.0, 0.0, 0.0], 0.2) == 3
+    assert _puct_choice([0.0] + [-np.inf] * 6, 0.2) == 0
 
 
 def test_a_proof_three_plies_deep_is_carried_to_the_root() -> None:

@@ -2,7 +2,7 @@
 
 Walks, grows, backs up and searches ``search_tree.Tree`` (edge statistics from the side to move at the edge's
 parent).  Each rule is one plain function on one tree's arrays (node arrays ``[N]``, edge arrays ``[N, A]``):
-``_puct_action`` and ``_walk`` (PUCT with first-play urgency, virtual loss, the proof biases), ``_add_leaves``
+``_walk`` (PUCT with first-play urgency, virtual loss, the proof biases), ``_add_leaves``
 and ``_new_node`` (the nodes the walks stopped in front of), ``_backup`` (the one sign flip) and ``_prove``
 (proven results carried up, MCTS-solver, Winands et al. 2008: a node with a child lost for the opponent is won,
 a node whose moves are all proven takes the best of them).  ``_walk_trees`` and ``_backup_trees`` loop them over
@@ -47,37 +47,6 @@ _CELL_BITS = np.array([[(game.ROWS + 1) * col + game.ROWS - 1 - row for col in r
                        for row in range(game.ROWS)], np.uint64).reshape(-1)
 
 
-def _row(array: np.ndarray, node: int) -> list:
-    """A node's ``A`` edge values: a list in Python (a list's items read several times faster than an array's),
-    the row itself when compiled (``_row_compiled`` takes its place).  The values are the same."""
-    return array[node].tolist()
-
-
-def _row_compiled(array: np.ndarray, node: int) -> np.ndarray:
-    """``_row`` compiled: the row, a view."""
-    return array[node]
-
-
-def _puct_action(visits, value_sum, prior, score_bias, node_visits: float, node_value: float, c_puct: float,
-                 fpu_reduction: float) -> int:
-    """The move PUCT picks at a node: the first of the highest ``score`` (``search_tree.SearchConfig``).
-
-    ``visits``, ``value_sum``, ``prior``, ``score_bias``: the node's ``A`` edge values, from its side to move;
-    ``node_visits`` their visit sum, ``node_value`` its net value plus its value sum.  float64 throughout."""
-    fpu_value = node_value / (1.0 + node_visits) - fpu_reduction
-    scale = c_puct * math.sqrt(max(node_visits, 1.0))
-    best = 0
-    best_score = -math.inf
-    for action in range(A):
-        n = float(visits[action])
-        q = float(value_sum[action]) / n if n > 0 else fpu_value
-        score = q + float(prior[action]) * (scale / (1.0 + n)) + float(score_bias[action])
-        if score > best_score:
-            best = action
-            best_score = score
-    return best
-
-
 def _walk(visits, value_sum, prior, score_bias, children, is_expanded, proven, node_visits, node_value_sum,
           net_value, root, c_puct, fpu_reduction, virtual_loss, path_node, path_action, depth) -> None:
     """``K`` walks down one tree from ``root`` by PUCT, each to a node not yet created, not expanded, or proven.
@@ -91,9 +60,22 @@ def _walk(visits, value_sum, prior, score_bias, children, is_expanded, proven, n
         d = 0
         if proven[node] != proven[node]:  # NaN: not proven
             while True:
-                best = _puct_action(_row(visits, node), _row(value_sum, node), _row(prior, node),
-                                    _row(score_bias, node), float(node_visits[node]),
-                                    float(net_value[node]) + float(node_value_sum[node]), c_puct, fpu_reduction)
+                # PUCT: the first move of the highest score (``search_tree.SearchConfig``), float64; first-play
+                # urgency: an unvisited move takes the node's mean less the reduction.  Read in place: compiled,
+                # a row taken as a view, or a call, a node costs more than the scores
+                visits_sum = float(node_visits[node])
+                node_value = float(net_value[node]) + float(node_value_sum[node])
+                fpu_value = node_value / (1.0 + visits_sum) - fpu_reduction
+                scale = c_puct * math.sqrt(max(visits_sum, 1.0))
+                best = 0
+                best_score = -math.inf
+                for action in range(A):
+                    n = float(visits[node, action])
+                    q = float(value_sum[node, action]) / n if n > 0 else fpu_value
+                    score = q + float(prior[node, action]) * (scale / (1.0 + n)) + float(score_bias[node, action])
+                    if score > best_score:
+                        best = action
+                        best_score = score
                 if virtual_loss != 0:
                     visits[node, best] += vl
                     value_sum[node, best] -= vl
@@ -310,7 +292,7 @@ def _backup_trees(visits, value_sum, node_visits, node_value_sum, net_value, pro
                leaf[b])
 
 
-_STEPS = (_puct_action, _walk, _is_win, _new_node, _insert, _add_leaves, _set_leaves, _backup, _prove,
+_STEPS = (_walk, _is_win, _new_node, _insert, _add_leaves, _set_leaves, _backup, _prove,
           _walk_trees, _backup_trees)
 
 
@@ -329,7 +311,7 @@ def _warm_up(steps) -> None:
         _simulate(tree, _Uniform(), search_tree.SearchConfig(num_parallel=parallel), steps)
 
 
-_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_row": _row_compiled, "_encode_leaves": _encode_leaves_compiled},
+_COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_encode_leaves": _encode_leaves_compiled},
                          key=(game.ROWS, game.COLS), warm_up=_warm_up)
 
 
