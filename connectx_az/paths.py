@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: the command as the README spells it, in the hints the package prints (``connectx-az`` is not on PATH after
+#: ``make``)
+COMMAND = ".venv/bin/connectx-az"
 #: the installed package's folder (the builder reads the pasted sources from it)
 PACKAGE_DIR = Path(__file__).resolve().parent
 MODELS_DIR = PACKAGE_DIR / "models"

@@ -450,8 +450,8 @@ def test_a_model_of_ones_own_gets_a_file_of_its_own_and_a_replaced_file_is_said(
     assert "replaced" not in capsys.readouterr().out  # the same model again: nothing replaced worth saying
     (tmp_path / "mine.pt").write_bytes(b"not onnx")
     assert _one_line_error(capsys, cli_main.main(["build", "--model", "mine.pt"])) == (
-        "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, `connectx-az export "
-        "mine.pt --out build/mine.onnx`, and build that\n")
+        "error: model mine.pt is a PyTorch checkpoint, not an ONNX model: export it first, "
+        "`.venv/bin/connectx-az export mine.pt --out build/mine.onnx`, and build that\n")
 
 
 def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
@@ -659,12 +659,12 @@ def test_a_file_whose_network_does_not_load_fails_in_one_line_in_every_command_t
     (["card", "README.md"], {"README.md": "# notes\n"}, "README.md is neither an ONNX model nor its .json card"),
     (["card", "empty.py"], {"empty.py": ""}, "empty.py is neither an ONNX model nor its .json card"),
     (["card", "model.onnx"], {"model.onnx": "x"},
-     "no model card in model.json: `connectx-az export` writes one beside the model it exports"),
+     "no model card in model.json: `.venv/bin/connectx-az export` writes one beside the model it exports"),
     (["card", "card.json"], {"card.json": "{}"},
-     "no model card in card.json: `connectx-az export` writes one beside the model it exports"),
+     "no model card in card.json: `.venv/bin/connectx-az export` writes one beside the model it exports"),
     (["build", "--model", "nonexistent.onnx"], {},
-     "model nonexistent.onnx does not exist; export one from a training run first: `connectx-az export RUN_DIR "
-     "--out nonexistent.onnx`"),
+     "model nonexistent.onnx does not exist; export one from a training run first: "
+     "`.venv/bin/connectx-az export RUN_DIR --out nonexistent.onnx`"),
     (["train", "run", "--preset", "smoke", "--set", "mcts.num_simulations=abc"], {},
      "setting mcts.num_simulations: expected an integer, got 'abc'"),
     *[(argv, {"m.onnx": "x"}, "m.onnx is an ONNX model, an export that training cannot read: use the .pt checkpoint "

@@ -68,3 +68,26 @@ def test_a_timed_run_keeps_its_sizes_where_a_handful_of_generations_fit_and_shri
     assert sizing.deadline_scale(9 * 60, 9 * 60) == 0.0  # the first took it all: none is left
     tiny = sizing.scaled(cpu, 1e-6)
     assert tiny.selfplay.num_games == 1 and tiny.train.steps_per_generation == 1
+
+
+def test_a_shrunk_run_corrects_its_shares_by_the_generations_it_measures() -> None:
+    # The walk of issue 70 on one loaded core: 4 minutes, a first generation of 76 s, and generations that do not
+    # shrink in proportion to their games and steps (a fixed part: set-up, the first wave of games).
+    first = 76.0
+    assert sizing.next_scale(240, first, generation=1, spent=76, last_scale=1.0, last_seconds=76) == \
+        pytest.approx(sizing.deadline_scale(240, first)) == pytest.approx(0.54, abs=0.01)
+    # the second took 65 s at 0.54: 99 s are left for 3, so 33 s each, 0.54 * 33 / 65 of the first's size
+    assert sizing.next_scale(240, first, generation=2, spent=141, last_scale=0.54, last_seconds=65) == \
+        pytest.approx(0.54 * 33 / 65)
+    # its time is judged through the last two: 76 s at 1.0 and 65 s at 0.54, 52 s fixed and 24 s a share
+    assert sizing.predicted_seconds([(1.0, 76.0), (0.54, 65.0)], 0.274) == pytest.approx(52.09 + 23.91 * 0.274,
+                                                                                           abs=0.01)
+    assert sizing.predicted_seconds([(1.0, 76.0)], 0.5) == 38.0  # one measured: in proportion
+    assert sizing.predicted_seconds([(1.0, 60.0), (0.5, 70.0)], 0.25) == 70.0  # smaller, no faster: all fixed
+    assert sizing.predicted_seconds([(1.0, 60.0), (0.5, 20.0)], 0.25) == 10.0  # a fixed part below 0: in proportion
+    # five made, or no time left: the last share; where five fit at the first's size, always the whole
+    assert sizing.next_scale(240, first, generation=5, spent=230, last_scale=0.2, last_seconds=40) == 0.2
+    assert sizing.next_scale(240, first, generation=3, spent=250, last_scale=0.3, last_seconds=40) == 0.3
+    assert sizing.next_scale(3 * 3600, 57.0, generation=7, spent=400, last_scale=1.0, last_seconds=90) == 1.0
+    assert sizing.next_scale(240, first, generation=4, spent=239, last_scale=0.3, last_seconds=40) == \
+        sizing.MIN_SCALE

@@ -404,7 +404,11 @@ def test_a_timed_run_whose_first_generation_eats_its_time_shrinks_the_later_ones
     rows = runs.read_rows(tmp_path / "run")
     scale = sizing.deadline_scale(240, 60)
     assert 0 < scale < 1 and rows[0]["expected_generations"] == sizing.MIN_TIMED_GENERATIONS
-    assert [r["num_games"] for r in rows] == [16] + [round(16 * scale)] * (len(rows) - 1)
+    # each later one shares the time left among those still to make, judged by the last one's minute: 3/4 of
+    # the first's size in 3 minutes for 4; then 2 minutes left for 3, at 40 s 1/2; then 1 minute for 2: 1/4
+    assert [r["num_games"] for r in rows] == [16, 12, 8, 4]
+    assert [r.get("scale") for r in rows] == [None, 0.75, 0.5, 0.25]
+    assert rows[-1]["lr"] == pytest.approx(cfg.train.lr_min)  # the last trains at the final rate
     assert any("the later ones play 75% of its games and steps, so that about 5 fit" in r.getMessage()
                for r in caplog.records)
     line = runs.generation_line(rows[0], cfg)

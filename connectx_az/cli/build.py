@@ -68,15 +68,14 @@ def cmd_card(args: argparse.Namespace) -> int:
     card_path = path if path.suffix == ".json" else path.with_suffix(".json")
     card = cards.load(card_path)
     if not card:
-        raise errors.UserError(f"no model card in {card_path}: `connectx-az export` writes one beside the model it "
+        raise errors.UserError(f"no model card in {card_path}: `{paths.COMMAND} export` writes one beside the model it "
                                "exports")
-    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card, model=path)))
     model = path.with_suffix(".onnx")
     mismatch = cards.mismatch(card, model) if model.is_file() else None
-    if mismatch:
+    if mismatch:  # first, where it is seen: the card below describes another file
         print(f"error: {model} is not the model this card describes: {mismatch}", file=sys.stderr)
-        return 1
-    return 0
+    print(json.dumps(card, indent=2) if args.json else "\n".join(cards.describe(card, model=path)))
+    return 1 if mismatch else 0
 
 
 def cmd_book(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from connectx_az import paths
 from connectx_az.engine import game
 from connectx_az.engine.solver_numba import forget_compiled
 from connectx_az.evaluation.kaggle_sandbox import SubmissionError, exec_submission, kaggle_dicts
@@ -120,7 +121,7 @@ def check_network(submission: str | Path) -> str:
         return ""
     player.load_model()
     backend = str(getattr(player, "backend", ""))
-    rebuild = "rebuild it (`make submission` or `connectx-az build`)"
+    rebuild = f"rebuild it (`make submission` or `{paths.COMMAND} build`)"
     if backend == "uniform":
         why = " ".join(str(getattr(player, "load_error", "")).split()) or "no backend could run it"
         raise SubmissionError(f"{submission}: its network did not load ({why}); on Kaggle it would play with "

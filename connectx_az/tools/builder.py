@@ -221,10 +221,10 @@ def _read_model(model_path: str | Path) -> bytes:
     path = Path(model_path)
     if not path.is_file():
         raise BuildError(f"model {path} does not exist; export one from a training run first: "
-                         f"`connectx-az export RUN_DIR --out {path}`")
+                         f"`{paths.COMMAND} export RUN_DIR --out {path}`")
     if path.suffix == ".pt":
         raise BuildError(f"model {path} is a PyTorch checkpoint, not an ONNX model: export it first, "
-                         f"`connectx-az export {path} --out build/{path.stem}.onnx`, and build that")
+                         f"`{paths.COMMAND} export {path} --out build/{path.stem}.onnx`, and build that")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -237,7 +237,7 @@ def _read_book(book_path: str | Path) -> tuple[bytes, int]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise BuildError(f"cannot read book {path}: {exc.strerror}; build one with `connectx-az book`, "
+        raise BuildError(f"cannot read book {path}: {exc.strerror}; build one with `{paths.COMMAND} book`, "
                          "or leave it out with --no-book") from None
     try:
         return data, len(book.decode(data))
@@ -355,4 +355,4 @@ def _write_atomic(text: str, path: Path) -> None:
     try:
         files.atomic_write_bytes(path, text.encode("utf-8"))
     except OSError as exc:
-        raise BuildError(f"cannot write {path}: {exc.strerror}; choose a writable --out folder") from None
+        raise BuildError(f"cannot write {path}: {exc.strerror}; choose a path you can write to") from None

@@ -16,15 +16,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from connectx_az import files
+from connectx_az import files, paths
 from connectx_az.training import replay
 from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config
 from connectx_az.training.network import CheckpointError, PolicyValueNet, load_checkpoint, load_into
 
 log = logging.getLogger(__name__)
 
-#: the command as the README spells it, in the hints a run prints (``connectx-az`` is not on PATH after ``make``)
-COMMAND = ".venv/bin/connectx-az"
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
 #: where ``train --keep-every`` keeps checkpoints along the way
@@ -273,8 +271,8 @@ def status_line(run_dir: str | Path) -> str:
     spent = format_duration(([0.0, *run_clock(rows_before(run_dir, generation))])[-1])
     if is_complete(run_dir, config, generation):
         model = export_path(run_dir)
-        return (f"the run is complete: {generation} generations in {spent}; next: {COMMAND} export {run_dir} "
-                f"--out {model}, then {COMMAND} build --model {model}")
+        return (f"the run is complete: {generation} generations in {spent}; next: {paths.COMMAND} export {run_dir} "
+                f"--out {model}, then {paths.COMMAND} build --model {model}")
     target = f"{spent} of {format_duration(config.total_time)}" if config.total_time else \
         f"of {config.num_generations}, {spent}"
     note = replay.read_note(run_dir / "replay", generation)
@@ -285,7 +283,7 @@ def status_line(run_dir: str | Path) -> str:
 
 def resume_hint(run_dir: str | Path) -> str:
     """How to go on with the run in ``run_dir``."""
-    return f"resume with: {COMMAND} train --resume {run_dir}"
+    return f"resume with: {paths.COMMAND} train --resume {run_dir}"
 
 
 def export_path(run_dir: str | Path) -> Path:

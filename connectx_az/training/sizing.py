@@ -35,6 +35,45 @@ def deadline_scale(total_time: float, first_seconds: float, *, min_generations: 
     return min(1.0, max(0.0, total_time - first_seconds) / (min_generations - 1) / max(first_seconds, 1e-9))
 
 
+def next_scale(total_time: float, first_seconds: float, *, generation: int, spent: float, last_scale: float,
+               last_seconds: float, min_generations: int = MIN_TIMED_GENERATIONS) -> float:
+    """The share of its games and steps generation ``generation`` (>= 1) of a timed run plays, ``spent`` seconds in,
+    the last one having played ``last_scale`` in ``last_seconds``.
+
+    1.0 where ``min_generations`` fit at the first's size; else the second takes ``deadline_scale``, and each later
+    one, until ``min_generations`` are made, the share that fills the time left evenly over those still to make,
+    judged by the last one's time in proportion to its share.  A generation's time does not shrink in proportion
+    to its games and steps (the set-up and the first wave of games do not), so the shares are corrected as the
+    generations are measured.  Once ``min_generations`` are made, or no time is left, the last one's share."""
+    if deadline_scale(total_time, first_seconds, min_generations=min_generations) >= 1.0:
+        return 1.0
+    if generation <= 1:
+        return deadline_scale(total_time, first_seconds, min_generations=min_generations)
+    left = total_time - spent
+    if generation >= min_generations or left <= 0 or last_scale <= 0:
+        return last_scale
+    per_generation = left / (min_generations - generation)
+    return min(1.0, max(MIN_SCALE, last_scale * per_generation / max(last_seconds, 1e-9)))
+
+
+def predicted_seconds(measured: list[tuple[float, float]], scale: float) -> float:
+    """How long a generation playing ``scale`` of its games and steps takes, from ``measured``: ``(share, seconds)``
+    of the generations so far, the last last.  Through the last two where their shares differ (a fixed part, at
+    least 0, and a part in proportion to the share), else the last one's time in proportion to its share."""
+    last, last_seconds = measured[-1]
+    if len(measured) >= 2 and measured[-2][0] != last:
+        before, before_seconds = measured[-2]
+        per_share = max(0.0, (before_seconds - last_seconds) / (before - last))
+        fixed = last_seconds - per_share * last
+        if fixed >= 0:
+            return fixed + per_share * scale
+    return last_seconds * scale / max(last, 1e-9)
+
+
+#: the smallest share ``next_scale`` gives (``scaled`` plays at least one game and one step whatever the share)
+MIN_SCALE = 0.01
+
+
 def scaled(run: config.RunConfig, scale: float) -> config.RunConfig:
     """``run`` with its games and training steps a generation times ``scale`` (at least one each); ``run`` itself at
     1.0."""

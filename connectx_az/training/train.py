@@ -242,10 +242,16 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                     "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
     first = runs.run_clock(runs.rows_before(run_dir, 1))  # the first generation's time: how many fit
+    done = runs.rows_before(run_dir, generation)  # each generation's share of its games and steps, and its time
+    ends = runs.run_clock(done)
+    measured = [(float(row.get("scale", 1.0)), end - start)
+                for row, start, end in zip(done, [0.0, *ends][:-1], ends, strict=True)]
     while stop is None or generation < stop:
-        scale = sizing.deadline_scale(config.total_time, first[0]) if timed and first and generation >= 1 else 1.0
-        if generation == 1 and scale < 1.0:  # the next is the first smaller one
-            expected *= scale
+        scale = 1.0
+        if timed and first and generation >= 1:
+            scale = sizing.next_scale(config.total_time, first[0], generation=generation, spent=spent,
+                                      last_scale=measured[-1][0], last_seconds=measured[-1][1])
+            expected = sizing.predicted_seconds(measured, scale)
         if timed and spent + expected > config.total_time:
             log.info("the run's total time is spent: %d generations in %s of %s (the next would take about %s)",
                      generation, runs.format_duration(spent), runs.format_duration(config.total_time),
@@ -261,6 +267,8 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                         runs.format_duration(time_budget), runs.format_duration(expected), runs.resume_hint(run_dir))
             break
         fraction = (spent + expected) / config.total_time if timed else None
+        if fraction is not None and scale < 1.0 and spent + 2 * expected > config.total_time:
+            fraction = 1.0  # a shrunk run's last generation (no other fits after it) trains at the final rate
         begun = clock()
         row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
                           solved, progress, fraction=fraction)
@@ -268,6 +276,9 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         expected = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
         spent += expected
         row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
+        if scale < 1.0:
+            row["scale"] = round(scale, 6)  # the share of its games and steps it played (``sizing.next_scale``)
+        measured.append((scale, expected))
         if timed and generation == 0:
             first = [spent]
             row["expected_generations"] = timed_generations(config.total_time, spent)
