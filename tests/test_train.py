@@ -479,26 +479,59 @@ def test_the_soft_policy_head_learns_the_flattened_target_and_leaves_the_policy_
         losses[soft] = train.train_steps(net, optimizer, data, 150, 8, np.random.default_rng(0),
                                          torch.device("cpu"), progress=False)
         with torch.no_grad():
-            logits, _, soft_logits = net.forward_train(torch.from_numpy(obs.astype(np.float32)))
+            logits, _, aux = net.forward_train(torch.from_numpy(obs.astype(np.float32)))
         policies[soft] = torch.softmax(logits, dim=1)[0].numpy()
         if soft:  # 0.9 ** 0.25 : 0.1 ** 0.25 = 0.63 : 0.37
-            np.testing.assert_allclose(torch.softmax(soft_logits, dim=1)[0, [3, 4]].numpy(), [0.634, 0.366],
+            np.testing.assert_allclose(torch.softmax(aux["soft"], dim=1)[0, [3, 4]].numpy(), [0.634, 0.366],
                                        atol=0.05)
         else:
-            assert soft_logits is None
+            assert aux == {}
     assert "soft_policy_loss" in losses[True] and "soft_policy_loss" not in losses[False]
     for soft in (False, True):  # the policy head learns its own target either way
         np.testing.assert_allclose(policies[soft][[3, 4]], [0.9, 0.1], atol=0.05)
 
 
-def test_a_network_with_the_soft_policy_head_exports_without_it(tmp_path: Path) -> None:
+def test_the_reply_head_learns_the_opponents_reply_where_a_position_has_one() -> None:
+    import torch
+
+    from connectx_az.engine import game
+    from connectx_az.training import train
+
+    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("1122", "7766", "1", "7")])
+    policy = np.full((4, 7), 1 / 7, np.float32)
+    reply = np.zeros((4, 7), np.float32)
+    reply[0, 1] = reply[1, 5] = 1.0  # mirror images; the last two positions ended their games: no reply
+    data = replay.ReplayData(obs, policy, np.zeros(4, np.float32), reply)
+    torch.manual_seed(0)
+    net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, reply_policy=True))
+    before = net.reply_policy_fc.weight.detach().clone()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    losses = train.train_steps(net, optimizer, data, 150, 8, np.random.default_rng(0), torch.device("cpu"),
+                               progress=False)
+    assert "reply_policy_loss" in losses and "soft_policy_loss" not in losses
+    with torch.no_grad():
+        _, _, aux = net.forward_train(torch.from_numpy(obs.astype(np.float32)))
+    assert torch.softmax(aux["reply"], dim=1)[0, 1] > 0.8 and not torch.equal(before, net.reply_policy_fc.weight)
+    # rows without a reply add nothing: a window of them alone leaves the head as it was
+    torch.manual_seed(0)
+    net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, reply_policy=True))
+    before = net.reply_policy_fc.weight.detach().clone()
+    none = replay.ReplayData(obs[2:], policy[2:], np.zeros(2, np.float32), reply[2:])
+    train.train_steps(net, torch.optim.SGD(net.parameters(), lr=0.1), none, 5, 4, np.random.default_rng(0),
+                      torch.device("cpu"), progress=False)
+    assert torch.equal(before, net.reply_policy_fc.weight)
+
+
+def test_a_network_with_the_training_only_heads_exports_without_them(tmp_path: Path) -> None:
     import onnx
 
     from connectx_az.training import export
 
-    soft = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, soft_policy=True))
+    soft = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, soft_policy=True,
+                                    reply_policy=True))
     plain = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
-    plain.load_state_dict({k: v for k, v in soft.state_dict().items() if not k.startswith("soft_policy_fc")})
+    plain.load_state_dict({k: v for k, v in soft.state_dict().items()
+                           if not k.startswith(("soft_policy_fc", "reply_policy_fc"))})
     for name, net in (("soft", soft), ("plain", plain.eval())):
         report = export.export_onnx(net.eval(), tmp_path / f"{name}.onnx")
         assert report.max_abs_diff is not None and report.max_abs_diff <= 1e-4

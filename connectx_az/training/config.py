@@ -81,6 +81,9 @@ class NetConfig:
     # an auxiliary head beside the policy head, trained on the search's policy at a higher temperature
     # (``train.SOFT_POLICY_TEMPERATURE``; KataGo's soft policy target); training only: export leaves it out
     soft_policy: bool = False
+    # an auxiliary head that predicts the opponent's reply: the next position's policy target (KataGo's); training
+    # only, like ``soft_policy``
+    reply_policy: bool = False
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:

@@ -119,9 +119,10 @@ def _to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _played(config: NetConfig) -> dict:
-    """The net config of the exported network: the training-only soft policy head (``NetConfig.soft_policy``) is
-    not in the graph, so not in its card."""
-    return {key: value for key, value in dataclasses.asdict(config).items() if key != "soft_policy"}
+    """The net config of the exported network: the training-only heads (``NetConfig.soft_policy``,
+    ``reply_policy``) are not in the graph, so not in its card."""
+    return {key: value for key, value in dataclasses.asdict(config).items()
+            if key not in ("soft_policy", "reply_policy")}
 
 
 def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:

@@ -40,27 +40,30 @@ from connectx_az.training.sizing import format_hours, train_command
 log = logging.getLogger(__name__)
 
 
-#: the soft policy head's target, the policy target ** (1 / T) normalised, and its loss's weight beside the
-#: policy loss's 1: KataGo's (docs/KataGoMethods.md, *Auxiliary Soft Policy Target*)
+#: the soft policy head's target is the policy target ** (1 / T), normalised: KataGo's T
+#: (docs/KataGoMethods.md, *Auxiliary Soft Policy Target*)
 SOFT_POLICY_TEMPERATURE = 4.0
-SOFT_POLICY_WEIGHT = 8.0
+#: the training-only heads' loss weights beside the policy loss's 1: KataGo's (soft policy 8, opponent's reply 0.15)
+AUX_WEIGHTS = {"soft": 8.0, "reply": 0.15}
 
 
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
-                target_value: torch.Tensor, dtype: torch.dtype | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Per position: policy cross-entropy, squared value error, the log-probabilities and the soft policy head's
-    cross-entropy (``None`` without that head); the forward pass under autocast at ``dtype`` (None: float32), the
-    losses in float32."""
+                target_value: torch.Tensor, dtype: torch.dtype | None = None, target_reply: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Per position: policy cross-entropy, squared value error, the log-probabilities and the training-only heads'
+    cross-entropies (``{"soft": ..., "reply": ...}``, those the net has; the reply's 0 where ``target_reply``, the
+    opponent's reply, is none); the forward pass under autocast at ``dtype`` (None: float32), the losses in
+    float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        logits, value, soft_logits = net.forward_train(obs)
+        logits, value, aux_logits = net.forward_train(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
-    soft_terms = None
-    if soft_logits is not None:
-        soft_target = target_policy ** (1.0 / SOFT_POLICY_TEMPERATURE)
-        soft_target = soft_target / soft_target.sum(dim=1, keepdim=True).clamp_min(1e-12)
-        soft_terms = -(soft_target * F.log_softmax(soft_logits.float(), dim=1)).sum(dim=1)
-    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs, soft_terms
+    targets = {"soft": target_policy ** (1.0 / SOFT_POLICY_TEMPERATURE),
+               "reply": target_reply if target_reply is not None else torch.zeros_like(target_policy)}
+    aux = {}
+    for name, head_logits in aux_logits.items():
+        target = targets[name] / targets[name].sum(dim=1, keepdim=True).clamp_min(1e-12)
+        aux[name] = -(target * F.log_softmax(head_logits.float(), dim=1)).sum(dim=1)
+    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs, aux
 
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
@@ -86,12 +89,16 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         if extra:
             assert solved is not None
             more = solved.sample(extra, rng)
+            reply = None if batch.reply is None else np.concatenate([batch.reply, np.zeros_like(more.policy)])
             batch = replay.Batch(*(np.concatenate([a, b]) for a, b in
-                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))))
+                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))),
+                                 reply)
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        policy_terms, value_terms, log_probs, soft_terms = _loss_terms(net, obs, target_policy, target_value, dtype)
+        target_reply = None if batch.reply is None else torch.from_numpy(batch.reply).to(device)
+        policy_terms, value_terms, log_probs, aux = _loss_terms(net, obs, target_policy, target_value, dtype,
+                                                                target_reply)
         if extra:
             policy_terms = torch.cat([policy_terms[:batch_size],
                                       proven_policy_terms(log_probs[batch_size:], target_policy[batch_size:])])
@@ -99,10 +106,16 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
         loss = policy_loss + value_loss
-        if soft_terms is not None:  # the self-play rows' (a solved row's target is its winning moves)
-            soft_loss = soft_terms[:batch_size].mean()
-            loss = loss + SOFT_POLICY_WEIGHT * soft_loss
-            sums["soft_policy_loss"] = sums.get("soft_policy_loss", 0.0) + soft_loss.item()
+        for name, terms in aux.items():  # the self-play rows' (a solved row's target is its winning moves)
+            rows = terms[:batch_size]
+            if name == "reply":  # a game's last position has no reply: its row adds nothing
+                given = rows.new_zeros(batch_size) if target_reply is None else \
+                    (target_reply[:batch_size].sum(dim=1) > 0).float()
+                aux_loss = (rows * given).sum() / given.sum().clamp_min(1.0)
+            else:
+                aux_loss = rows.mean()
+            loss = loss + AUX_WEIGHTS[name] * aux_loss
+            sums[f"{name}_policy_loss"] = sums.get(f"{name}_policy_loss", 0.0) + aux_loss.item()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -340,7 +353,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
-                              value_mix=config.train.value_mix)
+                              value_mix=config.train.value_mix, reply=config.net.reply_policy)
     held_out = _held_out_row(net, run_dir, generation, config, device)
     lr = config.train.lr_at(generation, config.num_generations) if fraction is None \
         else config.train.lr_at_fraction(fraction)
