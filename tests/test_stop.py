@@ -147,3 +147,17 @@ def test_sigterm_ends_a_grading_with_its_line(tmp_path: Path, command: list[str]
     assert proc.poll() is None
     _, err = _stop(proc, "sigterm")
     assert err.splitlines()[-1] == "interrupted: nothing was kept; run the same command again"
+
+
+@pytest.mark.skipif(not extras.is_installed("kaggle_environments"), reason="validate plays kaggle-environments' games")
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_validate_stops_in_the_middle_of_its_games(tmp_path: Path, how: str) -> None:
+    slow = "import time\n" + LEFTMOST.replace("    board =", "    time.sleep(0.05)\n    board =")
+    (tmp_path / "slow.py").write_text(slow)
+    proc = _start(["-m", "connectx_az.cli", "validate", "slow.py", "--opponents", "random", "--replays",
+                   str(tmp_path / "replays")], tmp_path)
+    time.sleep(4.0)  # into the games: 40 of them, about a second each
+    assert proc.poll() is None
+    _, err = _stop(proc, how)
+    assert err.splitlines()[-1] == "interrupted: nothing was kept; run the same command again"
+    assert not list(tmp_path.glob("connectx_*"))
