@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 
 from connectx_az.cli import main as cli_main
+from connectx_az.evaluation import grading
 from connectx_az.testsets import pons
 from connectx_az.tools import compare, compare_steps
 from connectx_az.training import config
 
 
 def test_the_sign_test_is_the_one_sided_exact_binomial() -> None:
-    assert compare.sign_test(0, 0) == 1.0
-    assert compare.sign_test(3, 0) == 1 / 8
-    assert compare.sign_test(9, 1) == 11 / 1024
-    assert compare.sign_test(0, 5) == 1.0
+    assert grading.sign_test(0, 0) == 1.0
+    assert grading.sign_test(3, 0) == 1 / 8
+    assert grading.sign_test(9, 1) == 11 / 1024
+    assert grading.sign_test(0, 5) == 1.0
     # the release issue's two counts: noise, far from 0.05
-    assert round(compare.sign_test(11, 7), 2) == 0.24 and round(compare.sign_test(7, 4), 2) == 0.27
+    assert round(grading.sign_test(11, 7), 2) == 0.24 and round(grading.sign_test(7, 4), 2) == 0.27
 
 
 def _cell(n: int, mistakes: list[int]) -> dict:

@@ -7,6 +7,7 @@ keeps which positions it got right, for paired comparisons of two models (``comp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,6 +191,15 @@ def compare(first: SetResult | ValueResult, second: SetResult | ValueResult) -> 
                          f"({second.num_positions}): not the same positions and kind of grade")
     return Paired(first.name, first.num_positions, sum(x and not y for x, y in zip(a, b, strict=True)),
                   sum(y and not x for x, y in zip(a, b, strict=True)))
+
+
+def sign_test(only_a: int, only_b: int) -> float:
+    """One-sided exact sign test that ``a`` is worse: P(X >= only_a) for X ~ Binomial(only_a + only_b, 1/2), where
+    ``only_a`` positions are wrong for ``a`` alone and ``only_b`` for ``b`` alone."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(only_a, n + 1)) / 2 ** n
 
 
 def paired(a: dict[str, dict], b: dict[str, dict]) -> dict[str, dict[str, int]]:

@@ -153,13 +153,23 @@ def graded_mode(spec: str) -> tuple[str, dict]:
 
 
 def paired_table(label_a: str, label_b: str, counts: dict[str, dict[str, int]]) -> list[str]:
-    """The table of ``eval paired`` (``grading.paired``'s counts per set)."""
+    """The table of ``eval paired`` (``grading.paired``'s counts per set), with the sets summed where there are
+    several, and each row's one-sided sign tests (``grading.sign_test``) that a is worse and that b is."""
+    from connectx_az.evaluation import grading
+
+    rows = dict(counts)
+    if len(counts) > 1:
+        rows["the sets"] = {key: sum(c[key] for c in counts.values()) for key in ("n", "only_a", "only_b", "both")}
     lines = [f"a: {label_a}", f"b: {label_b}",
-             f"{'set':<15}{'n':>6}{'a wrong':>9}{'b wrong':>9}{'only a':>8}{'only b':>8}{'both':>6}"]
-    for name, c in counts.items():
+             f"{'set':<15}{'n':>6}{'a wrong':>9}{'b wrong':>9}{'only a':>8}{'only b':>8}{'both':>6}"
+             f"{'p a worse':>11}{'p b worse':>11}"]
+    for name, c in rows.items():
         lines.append(f"{name:<15}{c['n']:>6}{c['only_a'] + c['both']:>9}{c['only_b'] + c['both']:>9}"
-                     f"{c['only_a']:>8}{c['only_b']:>8}{c['both']:>6}")
-    lines.append("only a: positions a answers with a mistake and b does not (and the reverse for only b)")
+                     f"{c['only_a']:>8}{c['only_b']:>8}{c['both']:>6}"
+                     f"{grading.sign_test(c['only_a'], c['only_b']):>11.3g}"
+                     f"{grading.sign_test(c['only_b'], c['only_a']):>11.3g}")
+    lines.append("only a: positions a answers with a mistake and b does not (and the reverse for only b); p: the "
+                 "one-sided sign test on them")
     return lines
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -65,22 +64,14 @@ FULL = Sizes()
 QUICK = Sizes(limit=100, games=10, network_limit=200)
 
 
-def sign_test(only_candidate: int, only_shipped: int) -> float:
-    """One-sided exact sign test: P(X >= only_candidate) for X ~ Binomial(only_candidate + only_shipped, 1/2)."""
-    n = only_candidate + only_shipped
-    if n == 0:
-        return 1.0
-    return sum(math.comb(n, k) for k in range(only_candidate, n + 1)) / 2 ** n
-
-
 def smallest_worse() -> int:
     """The fewest positions only the candidate gets wrong, none the other way, that the sign test finds worse
     (5 at ``ALPHA`` 0.05): a set graded on fewer positions than this can never be found worse."""
-    return next(k for k in range(1, 64) if sign_test(k, 0) < ALPHA)
+    return next(k for k in range(1, 64) if grading.sign_test(k, 0) < ALPHA)
 
 
 def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[str, dict[str, Any]]:
-    """Per set both graded: ``n``, each file's mistakes, the discordant counts and ``p`` (``sign_test``).
+    """Per set both graded: ``n``, each file's mistakes, the discordant counts and ``p`` (``grading.sign_test``).
 
     ``candidate`` and ``shipped`` map a set's name to an ``eval pons --json`` cell (``n``, ``mistakes``); a set
     graded on different positions raises ``CompareError``."""
@@ -90,7 +81,7 @@ def paired_sets(candidate: dict[str, dict], shipped: dict[str, dict]) -> dict[st
         raise CompareError(f"the two files were graded on different positions ({exc})") from None
     return {name: {"n": c["n"], "candidate": c["only_a"] + c["both"], "shipped": c["only_b"] + c["both"],
                    "only_candidate": c["only_a"], "only_shipped": c["only_b"],
-                   "p": sign_test(c["only_a"], c["only_b"])} for name, c in counts.items()}
+                   "p": grading.sign_test(c["only_a"], c["only_b"])} for name, c in counts.items()}
 
 
 # --------------------------------------------------------------------------- what is compared
@@ -251,7 +242,7 @@ def verdict(out_dir: Path, runtimes: Sequence[str] = RUNTIMES) -> dict[str, Any]
         out["network"] = {m: {name: {"n": c["n"], "candidate": len(c["mistakes"]),
                                      "shipped": len(c["control"]["mistakes"]),
                                      "only_candidate": c["only_control_right"], "only_shipped": c["only_this_right"],
-                                     "p": sign_test(c["only_control_right"], c["only_this_right"])}
+                                     "p": grading.sign_test(c["only_control_right"], c["only_this_right"])}
                               for name, c in cells.items()}
                           for m, cells in network.items() if m in ("policy", mode)}
         for name, s in out["network"].get(mode, {}).items():

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from connectx_az.evaluation import grading
-from connectx_az.tools.compare import sign_test
+from connectx_az.evaluation.grading import sign_test
 
 SETS = ("Middle-Medium", "Begin-Medium", "Begin-Hard")
 OLD_BH = 474  # the positions of Begin-Hard the old run's grades hold
