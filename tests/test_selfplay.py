@@ -128,64 +128,6 @@ def test_switches_off_play_the_same_games() -> None:
         np.testing.assert_array_equal(a.policy, b.policy)
 
 
-def _root_tree(visits, value_sum, clean_prior) -> search_tree.Tree:
-    tree = search_tree.Tree(np.zeros(1, np.uint64), np.zeros(1, np.uint64))
-    tree.visits[0, 0] = visits
-    tree.value_sum[0, 0] = value_sum
-    tree.root_prior_clean = np.array([clean_prior], np.float32)
-    return tree
-
-
-def test_pruning_keeps_the_fewest_visits_that_leave_each_move_below_the_most_visited() -> None:
-    # c_puct 2, 96 visits: scale 2 sqrt(96) = 19.596; the best move's score 0.2 + 0.4 * 19.596 / 51 = 0.3537.
-    # Move 1 (q 0.1, P 0.3) needs 1 + n >= 0.3 * 19.596 / 0.2537 = 23.17: 23 of its 30; move 2 (q 0, P 0.1)
-    # 5 of 10; move 3 (q -0.5, P 0.1) 2 of 4; move 4 (q 0.1, P 0.05) needs 3, so keeps its 2.
-    visits = np.array([50, 30, 10, 4, 2, 0, 0], np.float32)
-    q = np.array([0.2, 0.1, 0.0, -0.5, 0.1, 0, 0], np.float32)
-    tree = _root_tree(visits, q * visits, [0.4, 0.3, 0.1, 0.1, 0.05, 0.05, 0])
-    np.testing.assert_array_equal(selfplay.prune_noise_visits(tree, 2.0), [[50, 23, 5, 2, 2, 0, 0]])
-    # a move cut to one visit is dropped; one that keeps every visit is kept, a single one included
-    visits = np.array([90, 5, 1, 0, 0, 0, 0], np.float32)
-    tree = _root_tree(visits, np.array([0.5, -0.9, 0.4, 0, 0, 0, 0], np.float32) * visits,
-                      [0.9, 0.01, 0.09, 0, 0, 0, 0])
-    np.testing.assert_array_equal(selfplay.prune_noise_visits(tree, 2.0), [[90, 0, 1, 0, 0, 0, 0]])
-
-
-def test_pruning_leaves_a_proven_root_and_a_noise_free_search_alone() -> None:
-    visits = np.array([50, 30, 10, 4, 2, 0, 0], np.float32)
-    tree = _root_tree(visits, 0.1 * visits, [0.9, 0.02, 0.02, 0.02, 0.02, 0.02, 0])
-    assert selfplay.prune_noise_visits(tree, 2.0).sum() < visits.sum()
-    tree.proven[0, 0] = 1.0
-    np.testing.assert_array_equal(selfplay.prune_noise_visits(tree, 2.0), [visits])
-    tree.proven[0, 0] = np.nan
-    tree.root_prior_clean = None
-    np.testing.assert_array_equal(selfplay.prune_noise_visits(tree, 2.0), [visits])
-
-
-class _Sharp:
-    """A network sure of the centre column, calling every position level: the noise alone sends the search to the
-    other columns."""
-
-    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logits = np.zeros((len(obs), 7), np.float32)
-        logits[:, 3] = 3.0
-        return logits, np.zeros(len(obs), np.float32)
-
-
-def test_pruned_targets_are_sharper_and_the_games_the_same() -> None:
-    # Pruning changes the policy targets only: the moves, drawn from the unpruned visits, are the same.
-    base = config.make_config("smoke", overrides=[*PLAIN, "mcts.num_simulations=48"])
-    pruned = config.override(base, ["selfplay.prune_target=true"])
-    runs = [selfplay.play_games(_Sharp(), 4, c.selfplay, c.mcts, np.random.default_rng(3))[0] for c in (base, pruned)]
-    assert_consistent_records(runs[1])
-    for a, b in zip(*runs, strict=True):
-        np.testing.assert_array_equal(a.obs, b.obs)
-        np.testing.assert_allclose(b.policy.sum(axis=1), 1.0, rtol=1e-5)
-        assert ((b.policy > 0) <= (a.policy > 0)).all()  # no move gains a share it did not have
-    centre = [np.mean([r.policy[:, 3].mean() for r in run]) for run in runs]
-    assert centre[1] > centre[0] + 0.05
-
-
 def test_sampling_temperature_sharpens_the_visits() -> None:
     probs = np.array([0.5, 0.3, 0.2, 0, 0, 0, 0], np.float32)
     rng = np.random.default_rng(4)

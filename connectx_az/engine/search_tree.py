@@ -88,7 +88,6 @@ class Tree:
     # trees [B]
     root: np.ndarray  #: int32
     num_nodes: np.ndarray  #: int32
-    root_prior_clean: np.ndarray | None = None  #: float32 [B, A], the root priors before ``add_root_noise`` mixed
 
     def __init__(self, position: np.ndarray, mask: np.ndarray, capacity: int = 64) -> None:
         position = np.atleast_1d(np.asarray(position, dtype=np.uint64))
@@ -226,5 +225,4 @@ def add_root_noise(tree: Tree, rng: np.random.Generator, config: SearchConfig) -
     gamma = rng.gamma(config.dirichlet_alpha, size=legal.shape) * legal
     noise = gamma / np.maximum(gamma.sum(axis=1, keepdims=True), 1e-12)
     frac = config.dirichlet_fraction
-    tree.root_prior_clean = tree.prior[b, root].copy()
     tree.prior[b, root] = ((1 - frac) * tree.prior[b, root] + frac * noise).astype(np.float32)

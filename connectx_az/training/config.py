@@ -48,8 +48,6 @@ class SelfPlayConfig:
     num_workers: int = 0
     # positions whose answers ``CachedEvaluator`` keeps for one call of ``play_games``; 0: no cache
     cache_positions: int = 1 << 20
-    # policy target pruning (``selfplay.prune_target``): drop the root visits that only the root noise earned
-    prune_target: bool = False
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:

@@ -268,9 +268,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
         tree = search_tree.Tree(positions, masks, capacity=search.num_simulations + 1)
         mcts.search(tree, searched_with, search, rng=rng)
         policy = mcts.policy_from_visits(tree.root_visits())
-        target = policy
-        if config.prune_target:
-            target = mcts.policy_from_visits(prune_noise_visits(tree, search.c_puct))
         greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
         net_value = tree.net_value[np.arange(tree.batch_size), tree.root]
@@ -284,7 +281,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
             if config.fork_share > 0:
                 searched.append((g.position, g.mask))
             g.obs.append(obs[i])
-            g.policy.append(target[i])
+            g.policy.append(policy[i])
             g.root_value.append(float(root_value[i]))
             g.net_value.append(float(net_value[i]))
             if g.ply < config.temperature_plies and config.temperature_early > 0 and np.isnan(root_proven[i]):
@@ -303,33 +300,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
                 on_game_done(record)
         in_flight = still
     return records, summarize(records, searched_with.num_evaluations, searched_with.num_network_evaluations)
-
-
-def prune_noise_visits(tree: search_tree.Tree, c_puct: float) -> np.ndarray:
-    """``float32[B, 7]`` root visits less those only the root noise earned: policy target pruning (KataGo, Wu 2019,
-    section 3.1) judged by the noise-free prior, as there are no forced playouts here.
-
-    The most visited move keeps its visits.  Each other move keeps the fewest that leave its PUCT score, with the
-    noise-free prior, at most the most visited move's; a move cut to one visit or none is dropped.  A proven root,
-    or a tree without ``root_prior_clean`` (no noise), keeps its visits."""
-    visits = tree.root_visits().astype(np.float64)
-    if tree.root_prior_clean is None:
-        return visits.astype(np.float32)
-    b = np.arange(tree.batch_size)
-    prior = tree.root_prior_clean.astype(np.float64)
-    q = tree.value_sum[b, tree.root].astype(np.float64) / np.maximum(visits, 1.0)
-    scale = c_puct * np.sqrt(np.maximum(visits.sum(axis=1, keepdims=True), 1.0))
-    best = visits.argmax(axis=1)[:, None]
-    take = lambda a: np.take_along_axis(a, best, axis=1)  # noqa: E731
-    best_score = take(q) + take(prior) * scale / (1.0 + take(visits))
-    gap = best_score - q
-    with np.errstate(divide="ignore", invalid="ignore"):
-        enough = np.where(gap > 0, np.ceil(prior * scale / gap - 1.0 - 1e-9), visits)
-    kept = np.minimum(visits, np.maximum(enough, 0.0))
-    kept = np.where((kept < visits) & (kept <= 1.0), 0.0, kept)
-    np.put_along_axis(kept, best, take(visits), axis=1)
-    kept = np.where(np.isnan(tree.root_proven())[:, None], kept, visits)
-    return kept.astype(np.float32)
 
 
 def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]],
