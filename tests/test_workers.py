@@ -161,6 +161,31 @@ def test_workers_exit_when_the_parent_is_killed() -> None:
         time.sleep(0.05)
 
 
+# a fresh interpreter's first two spawned processes (the first also starts multiprocessing's resource tracker),
+# started as the workers are; each prints the SIGINT bit of the mask it was born with, read while it sleeps
+_FIRST_SPAWNS = """
+import multiprocessing, time
+from pathlib import Path
+from connectx_az.training import workers
+context, processes = multiprocessing.get_context("spawn"), []
+for _ in range(2):
+    workers._start(context.Process(target=time.sleep, args=(30,), daemon=True), processes)
+    mask = next(line for line in Path(f"/proc/{processes[-1].pid}/status").read_text().splitlines()
+                if line.startswith("SigBlk:"))
+    print(int(mask.split()[1], 16) >> 1 & 1)
+    processes[-1].kill()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_every_worker_is_born_with_ctrl_c_blocked_the_first_too() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", _FIRST_SPAWNS], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
+
+
 def test_training_with_workers_completes_a_generation_and_resumes(tmp_path: Path) -> None:
     cfg = config.make_config("smoke", overrides=["num_generations=2", "eval_positions=0",
                                                  "selfplay.num_workers=2", "selfplay.num_games=6"])

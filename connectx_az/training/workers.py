@@ -34,6 +34,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -199,6 +200,10 @@ def _start(process: BaseProcess, processes: list[BaseProcess]) -> None:
         process.start()
         processes.append(process)
         return
+    if hasattr(signal, "pthread_sigmask"):
+        # The first spawn starts multiprocessing's resource tracker, which unblocks SIGINT after its own spawn: it
+        # would leave that worker's start-up open to Ctrl-C.  Started here, it is already running below.
+        resource_tracker.ensure_running()
     came: list[int] = []
     handlers = {signum: signal.signal(signum, lambda signum, frame: came.append(signum))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
