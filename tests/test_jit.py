@@ -86,3 +86,25 @@ def test_a_cache_numba_cannot_write_falls_back_to_compiling_in_memory(monkeypatc
     compiler = jit.Compiler("test", (_double,))
     compiled = compiler.compile(cache=True)
     assert compiled is not None and compiler.error is None and compiled._double(3) == 6
+
+
+def test_functions_that_make_no_arrays_compile_without_reference_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    numba = pytest.importorskip("numba")
+    compiled = jit.Compiler("test-no-counting", (_double, _twice_each), makes_no_arrays=True).compile()
+    values, got = np.arange(5.0), np.zeros(5)
+    assert compiled._twice_each(values, got) == 5
+    np.testing.assert_array_equal(got, 2 * values)
+    assert compiled._twice_each.targetoptions["_nrt"] is False
+    jit.forget_compiled()
+    # a numba that refuses the option: the same functions compile with the counting
+    real = numba.njit
+
+    def njit(**options):
+        if "_nrt" in options:
+            raise KeyError("_nrt")
+        return real(**options)
+
+    monkeypatch.setattr(numba, "njit", njit)
+    compiler = jit.Compiler("test-no-counting", (_double, _twice_each), makes_no_arrays=True)
+    compiled = compiler.compile()
+    assert compiled is not None and compiler.error is None and "_nrt" not in compiled._twice_each.targetoptions

@@ -30,11 +30,17 @@ class Compiler:
     ``overrides``: ``{python helper's name: the function compiled in its place}``.  ``key`` extras (the board's
     size, for instance) join the functions' code in the identity under which the process keeps the result.
     ``warm_up(compiled)`` calls them with the argument types their callers pass: numba compiles on a
-    function's first call, which then happens inside ``compile``, not inside a caller's clock."""
+    function's first call, which then happens inside ``compile``, not inside a caller's clock.
+    ``makes_no_arrays``: the functions only read, write and view the arrays they are given, so they compile
+    without numba's reference counting (its ``_nrt`` option): each array a call passes or a view takes costs two
+    atomic operations with it, a third of the search's walk step (docs/results.md, issue 69).  Where numba
+    refuses the option, they compile with the counting."""
 
     def __init__(self, name: str, functions: Sequence[Callable], *, overrides: dict[str, Callable] | None = None,
-                 key: tuple = (), warm_up: Callable[[types.SimpleNamespace], None] | None = None) -> None:
+                 key: tuple = (), warm_up: Callable[[types.SimpleNamespace], None] | None = None,
+                 makes_no_arrays: bool = False) -> None:
         self.name = name
+        self.makes_no_arrays = makes_no_arrays
         self.warm_up = warm_up
         self.functions = tuple(functions)
         self.overrides = dict(overrides or {})
@@ -60,20 +66,28 @@ class Compiler:
             if self.cached() is not None or self.error is not None:
                 return self._compiled
             start = time.perf_counter()
+            compiled, error = None, None
             try:
                 import numba
 
-                try:
-                    compiled = self._njit_all(numba, cache)
-                except Exception:  # e.g. no folder numba may write its cache to: compile in memory
-                    if not cache:
-                        raise
-                    compiled = self._njit_all(numba, False)
+                # the first that works: numba's cache on disk (there may be no folder it may write to) before
+                # memory, and without reference counting before with it
+                for on_disk in dict.fromkeys((cache, False)):
+                    for counting in dict.fromkeys((not self.makes_no_arrays, True)):
+                        try:
+                            compiled = self._njit_all(numba, on_disk, counting)
+                            break
+                        except Exception as exc:
+                            error = exc
+                    if compiled is not None:
+                        break
             except Exception as exc:  # any compile failure means: run as Python
-                self.error = f"{type(exc).__name__}: {exc}"
-                return None
+                error = exc
             finally:
                 self.seconds = time.perf_counter() - start
+            if compiled is None:
+                self.error = f"{type(error).__name__}: {error}"
+                return None
             self._compiled = _process_cache()[self.key] = compiled
             return compiled
 
@@ -91,9 +105,11 @@ class Compiler:
         thread.start()
         return thread
 
-    def _njit_all(self, numba, cache: bool) -> types.SimpleNamespace:
-        """njit every function into one copy of their module's globals (numba resolves globals as it compiles)."""
-        jit = numba.njit(cache=cache, nogil=True, inline="always")
+    def _njit_all(self, numba, cache: bool, counting: bool = True) -> types.SimpleNamespace:
+        """njit every function into one copy of their module's globals (numba resolves globals as it compiles);
+        ``counting=False``: without reference counting."""
+        options = {} if counting else {"_nrt": False}
+        jit = numba.njit(cache=cache, nogil=True, inline="always", **options)
         shared = dict(self.functions[0].__globals__)
         for name, function in self.overrides.items():
             shared[name] = jit(_rebound(function, shared, name))

@@ -312,7 +312,7 @@ def _warm_up(steps) -> None:
 
 
 _COMPILER = jit.Compiler("mcts", _STEPS, overrides={"_encode_leaves": _encode_leaves_compiled},
-                         key=(game.ROWS, game.COLS), warm_up=_warm_up)
+                         key=(game.ROWS, game.COLS), warm_up=_warm_up, makes_no_arrays=True)
 
 
 def compile_search(*, cache: bool = False) -> bool:
