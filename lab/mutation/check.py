@@ -116,14 +116,14 @@ MUTATIONS = (
              "if True:", ("tests/test_agent.py",),
              "the tree is reused down the first reply it holds, not the played one"),
     # self-play's cache of the network's answers
-    Mutation("cache-order", SELFPLAY, "row = fresh[key] = start + len(first)", "row = fresh[key] = start",
+    Mutation("cache-order", SELFPLAY, "rows[i] = next_row + num_new", "rows[i] = next_row",
              ("tests/test_selfplay.py",), "every new position of a call gets the first new position's answer"),
     Mutation("cache-key", SELFPLAY, "return (planes @ _KEY_WEIGHTS).astype(np.uint64) + np.uint64(game.BOTTOM_MASK)",
              "return (planes[:, : game.NUM_CELLS] @ _KEY_WEIGHTS[: game.NUM_CELLS]).astype(np.uint64)",
              ("tests/test_selfplay.py",),
              "the key sees only the side to move's stones: positions that differ in the opponent's share one"),
-    Mutation("cache-cap", SELFPLAY, "if self.num_positions + count > self.max_positions:",
-             "if self.num_positions > self.max_positions:", ("tests/test_selfplay.py",),
+    Mutation("cache-cap", SELFPLAY, "if self._size + count > self.max_positions:",
+             "if self._size > self.max_positions:", ("tests/test_selfplay.py",),
              "the memory is emptied only once it is past its cap"),
     # the replay window
     Mutation("window-oldest-first", REPLAY, "<= up_to_generation), reverse=True)",
