@@ -461,36 +461,6 @@ def test_keep_every_keeps_every_nth_checkpoint_and_the_last(tmp_path: Path) -> N
     assert not (tmp_path / "other").exists()
 
 
-def test_the_soft_policy_head_learns_the_flattened_target_and_leaves_the_policy_head_alone() -> None:
-    import torch
-
-    from connectx_az.engine import game
-    from connectx_az.training import train
-
-    obs = np.stack([game.encode(*game.from_moves(m)) for m in ("1122", "7766")])
-    target = np.array([[0.0, 0.0, 0.0, 0.9, 0.1, 0.0, 0.0]] * 2, np.float32)
-    target[1] = target[1, ::-1]  # the mirror image: batches are mirrored at random
-    data = replay.ReplayData(obs, target, np.zeros(2, np.float32))
-    losses, policies = {}, {}
-    for soft in (False, True):
-        torch.manual_seed(0)
-        net = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, soft_policy=soft))
-        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
-        losses[soft] = train.train_steps(net, optimizer, data, 150, 8, np.random.default_rng(0),
-                                         torch.device("cpu"), progress=False)
-        with torch.no_grad():
-            logits, _, aux = net.forward_train(torch.from_numpy(obs.astype(np.float32)))
-        policies[soft] = torch.softmax(logits, dim=1)[0].numpy()
-        if soft:  # 0.9 ** 0.25 : 0.1 ** 0.25 = 0.63 : 0.37
-            np.testing.assert_allclose(torch.softmax(aux["soft"], dim=1)[0, [3, 4]].numpy(), [0.634, 0.366],
-                                       atol=0.05)
-        else:
-            assert aux == {}
-    assert "soft_policy_loss" in losses[True] and "soft_policy_loss" not in losses[False]
-    for soft in (False, True):  # the policy head learns its own target either way
-        np.testing.assert_allclose(policies[soft][[3, 4]], [0.9, 0.1], atol=0.05)
-
-
 def test_the_reply_head_learns_the_opponents_reply_where_a_position_has_one() -> None:
     import torch
 
@@ -508,7 +478,7 @@ def test_the_reply_head_learns_the_opponents_reply_where_a_position_has_one() ->
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
     losses = train.train_steps(net, optimizer, data, 150, 8, np.random.default_rng(0), torch.device("cpu"),
                                progress=False)
-    assert "reply_policy_loss" in losses and "soft_policy_loss" not in losses
+    assert "reply_policy_loss" in losses
     with torch.no_grad():
         _, _, aux = net.forward_train(torch.from_numpy(obs.astype(np.float32)))
     assert torch.softmax(aux["reply"], dim=1)[0, 1] > 0.8 and not torch.equal(before, net.reply_policy_fc.weight)
@@ -522,20 +492,18 @@ def test_the_reply_head_learns_the_opponents_reply_where_a_position_has_one() ->
     assert torch.equal(before, net.reply_policy_fc.weight)
 
 
-def test_a_network_with_the_training_only_heads_exports_without_them(tmp_path: Path) -> None:
+def test_a_network_with_the_training_only_head_exports_without_it(tmp_path: Path) -> None:
     import onnx
 
     from connectx_az.training import export
 
-    soft = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, soft_policy=True,
-                                    reply_policy=True))
+    reply = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8, reply_policy=True))
     plain = PolicyValueNet(NetConfig(num_blocks=1, num_filters=8, value_hidden=8))
-    plain.load_state_dict({k: v for k, v in soft.state_dict().items()
-                           if not k.startswith(("soft_policy_fc", "reply_policy_fc"))})
-    for name, net in (("soft", soft), ("plain", plain.eval())):
+    plain.load_state_dict({k: v for k, v in reply.state_dict().items() if not k.startswith("reply_policy_fc")})
+    for name, net in (("reply", reply), ("plain", plain.eval())):
         report = export.export_onnx(net.eval(), tmp_path / f"{name}.onnx")
         assert report.max_abs_diff is not None and report.max_abs_diff <= 1e-4
-    graphs = {name: onnx.load(tmp_path / f"{name}.onnx").graph for name in ("soft", "plain")}
-    assert [o.name for o in graphs["soft"].output] == [o.name for o in graphs["plain"].output]
-    assert len(graphs["soft"].initializer) == len(graphs["plain"].initializer)
-    assert export.model_card(tmp_path / "soft.onnx")["net"] == export.model_card(tmp_path / "plain.onnx")["net"]
+    graphs = {name: onnx.load(tmp_path / f"{name}.onnx").graph for name in ("reply", "plain")}
+    assert [o.name for o in graphs["reply"].output] == [o.name for o in graphs["plain"].output]
+    assert len(graphs["reply"].initializer) == len(graphs["plain"].initializer)
+    assert export.model_card(tmp_path / "reply.onnx")["net"] == export.model_card(tmp_path / "plain.onnx")["net"]

@@ -81,11 +81,8 @@ class NetConfig:
     policy_filters: int = 32
     value_filters: int = 32
     value_pool: bool = True
-    # an auxiliary head beside the policy head, trained on the search's policy at a higher temperature
-    # (``train.SOFT_POLICY_TEMPERATURE``; KataGo's soft policy target); training only: export leaves it out
-    soft_policy: bool = False
     # an auxiliary head that predicts the opponent's reply: the next position's policy target (KataGo's); training
-    # only, like ``soft_policy``
+    # only: export leaves it out
     reply_policy: bool = False
 
     def __post_init__(self) -> None:

@@ -119,10 +119,9 @@ def _to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _played(config: NetConfig) -> dict:
-    """The net config of the exported network: the training-only heads (``NetConfig.soft_policy``,
-    ``reply_policy``) are not in the graph, so not in its card."""
-    return {key: value for key, value in dataclasses.asdict(config).items()
-            if key not in ("soft_policy", "reply_policy")}
+    """The net config of the exported network: the training-only head (``NetConfig.reply_policy``) is not in the
+    graph, so not in its card."""
+    return {key: value for key, value in dataclasses.asdict(config).items() if key != "reply_policy"}
 
 
 def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:

@@ -113,9 +113,7 @@ class PolicyValueNet(nn.Module):
         value_features = config.value_filters * game.NUM_CELLS + (f if config.value_pool else 0)
         self.value_fc1 = nn.Linear(value_features, config.value_hidden)
         self.value_fc2 = nn.Linear(config.value_hidden, 1)
-        # training-only heads beside the policy head (``NetConfig.soft_policy``, ``reply_policy``)
-        self.soft_policy_fc = (nn.Linear(config.policy_filters * game.NUM_CELLS, game.NUM_ACTIONS)
-                               if config.soft_policy else None)
+        # a training-only head beside the policy head (``NetConfig.reply_policy``)
         self.reply_policy_fc = (nn.Linear(config.policy_filters * game.NUM_CELLS, game.NUM_ACTIONS)
                                 if config.reply_policy else None)
 
@@ -126,12 +124,12 @@ class PolicyValueNet(nn.Module):
 
     def forward_train(self, obs: torch.Tensor, *, aux: bool = True
                       ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``forward`` plus the training-only heads' logits: ``{"soft": ..., "reply": ...}``, those the net has (none
+        """``forward`` plus the training-only heads' logits: ``{"reply": ...}`` where the net has that head (none
         with ``aux`` False)."""
         x = self.blocks(torch.relu(self.stem(obs)))
         p = torch.flatten(torch.relu(self.policy_conv(x)), 1)
         logits = self.policy_fc(p)
-        heads = {"soft": self.soft_policy_fc, "reply": self.reply_policy_fc} if aux else {}
+        heads = {"reply": self.reply_policy_fc} if aux else {}
         aux_logits = {name: head(p) for name, head in heads.items() if head is not None}
         v = torch.flatten(torch.relu(self.value_conv(x)), 1)
         if self.config.value_pool:

@@ -40,25 +40,21 @@ from connectx_az.training.sizing import format_hours, train_command
 log = logging.getLogger(__name__)
 
 
-#: the soft policy head's target is the policy target ** (1 / T), normalised: KataGo's T
-#: (docs/KataGoMethods.md, *Auxiliary Soft Policy Target*)
-SOFT_POLICY_TEMPERATURE = 4.0
-#: the training-only heads' loss weights beside the policy loss's 1: KataGo's (soft policy 8, opponent's reply 0.15)
-AUX_WEIGHTS = {"soft": 8.0, "reply": 0.15}
+#: the training-only heads' loss weights beside the policy loss's 1: KataGo's (opponent's reply 0.15)
+AUX_WEIGHTS = {"reply": 0.15}
 
 
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
                 target_value: torch.Tensor, dtype: torch.dtype | None = None, target_reply: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """Per position: policy cross-entropy, squared value error, the log-probabilities and the training-only heads'
-    cross-entropies (``{"soft": ..., "reply": ...}``, those the net has; the reply's 0 where ``target_reply``, the
+    cross-entropies (``{"reply": ...}`` where the net has that head; 0 where ``target_reply``, the
     opponent's reply, is none); the forward pass under autocast at ``dtype`` (None: float32), the losses in
     float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
         logits, value, aux_logits = net.forward_train(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
-    targets = {"soft": target_policy ** (1.0 / SOFT_POLICY_TEMPERATURE),
-               "reply": target_reply if target_reply is not None else torch.zeros_like(target_policy)}
+    targets = {"reply": target_reply if target_reply is not None else torch.zeros_like(target_policy)}
     aux = {}
     for name, head_logits in aux_logits.items():
         target = targets[name] / targets[name].sum(dim=1, keepdim=True).clamp_min(1e-12)
@@ -106,14 +102,12 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
         loss = policy_loss + value_loss
-        for name, terms in aux.items():  # the self-play rows' (a solved row's target is its winning moves)
+        for name, terms in aux.items():  # the self-play rows' (a solved row has no reply)
             rows = terms[:batch_size]
-            if name == "reply":  # a game's last position has no reply: its row adds nothing
-                given = rows.new_zeros(batch_size) if target_reply is None else \
-                    (target_reply[:batch_size].sum(dim=1) > 0).float()
-                aux_loss = (rows * given).sum() / given.sum().clamp_min(1.0)
-            else:
-                aux_loss = rows.mean()
+            # a game's last position has no reply: its row adds nothing
+            given = rows.new_zeros(batch_size) if target_reply is None else \
+                (target_reply[:batch_size].sum(dim=1) > 0).float()
+            aux_loss = (rows * given).sum() / given.sum().clamp_min(1.0)
             loss = loss + AUX_WEIGHTS[name] * aux_loss
             sums[f"{name}_policy_loss"] = sums.get(f"{name}_policy_loss", 0.0) + aux_loss.item()
         optimizer.zero_grad(set_to_none=True)
