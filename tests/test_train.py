@@ -101,6 +101,10 @@ def test_held_out_losses_match_the_training_losses_definition() -> None:
     got = train.held_out_losses(net, data, torch.device("cpu"), max_positions=8, batch_size=3)
     assert got["policy_loss"] == pytest.approx(expected_policy, rel=1e-5)
     assert got["value_loss"] == pytest.approx(expected_value, rel=1e-5)
+    # at self-play's bfloat16 (a run passes its evaluator's precision): the same losses, to bfloat16's precision
+    low = train.held_out_losses(net, data, torch.device("cpu"), max_positions=8, batch_size=3, dtype=torch.bfloat16)
+    assert low["policy_loss"] == pytest.approx(expected_policy, rel=2e-2)
+    assert low["value_loss"] == pytest.approx(expected_value, rel=5e-2)
 
 
 def test_new_run_refuses_an_existing_run_folder(tmp_path: Path) -> None:

@@ -156,10 +156,11 @@ HELD_OUT_POSITIONS = 8192
 
 @torch.no_grad()
 def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.device, *,
-                    max_positions: int = HELD_OUT_POSITIONS, batch_size: int = 1024) -> dict[str, float]:
-    """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions.  Scored on the new
-    generation (``fresh_*``) and the previous one (``seen_*``) before training: their gap is what the network
-    memorises of its games."""
+                    max_positions: int = HELD_OUT_POSITIONS, batch_size: int = 1024,
+                    dtype: torch.dtype | None = None) -> dict[str, float]:
+    """Policy cross-entropy and value MSE of ``net`` (eval mode) on ``data``'s first positions, the forward pass
+    under autocast at ``dtype`` (None: float32).  Scored on the new generation (``fresh_*``) and the previous one
+    (``seen_*``) before training: their gap is what the network memorises of its games."""
     net.eval()
     n = min(len(data), max_positions)
     policy_sum = value_sum = 0.0
@@ -167,15 +168,17 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
         end = min(start + batch_size, n)
         policy_terms, value_terms, _, _ = _loss_terms(
             net, torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device),
-            torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device))
+            torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device),
+            dtype)
         policy_sum += policy_terms.sum().item()
         value_sum += value_terms.sum().item()
     return {"policy_loss": policy_sum / max(n, 1), "value_loss": value_sum / max(n, 1)}
 
 
 def _held_out_row(net: PolicyValueNet, run_dir: Path, generation: int, config: RunConfig,
-                  device: torch.device) -> dict[str, float]:
-    """``fresh_*`` and ``seen_*`` losses (``held_out_losses``) of this generation, before its steps."""
+                  device: torch.device, dtype: torch.dtype | None = None) -> dict[str, float]:
+    """``fresh_*`` and ``seen_*`` losses (``held_out_losses``, at ``dtype``) of this generation, before its
+    steps."""
     row: dict[str, float] = {}
     shards = replay.list_shards(run_dir / "replay")
     for prefix, g in (("fresh", generation), ("seen", generation - 1)):
@@ -184,7 +187,8 @@ def _held_out_row(net: PolicyValueNet, run_dir: Path, generation: int, config: R
         data = replay.load_window(run_dir / "replay", up_to_generation=g, num_generations=1,
                                   max_positions=HELD_OUT_POSITIONS, dedupe=False, value_mix=config.train.value_mix)
         if len(data):
-            row.update({f"{prefix}_{k}": round(v, 5) for k, v in held_out_losses(net, data, device).items()})
+            row.update({f"{prefix}_{k}": round(v, 5)
+                        for k, v in held_out_losses(net, data, device, dtype=dtype).items()})
     return row
 
 
@@ -352,7 +356,8 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
                               value_mix=config.train.value_mix, reply=config.net.reply_policy)
-    held_out = _held_out_row(net, run_dir, generation, config, device)
+    # at self-play's precision: on a CPU with bfloat16, the same losses to 4 decimals in a third of the time
+    held_out = _held_out_row(net, run_dir, generation, config, device, evaluator.dtype)
     lr = config.train.lr_at(generation, config.num_generations) if fraction is None \
         else config.train.lr_at_fraction(fraction)
     for group in optimizer.param_groups:
