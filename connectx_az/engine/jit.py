@@ -72,15 +72,13 @@ class Compiler:
 
                 # the first that works: numba's cache on disk (there may be no folder it may write to) before
                 # memory, and without reference counting before with it
-                for on_disk in dict.fromkeys((cache, False)):
-                    for counting in dict.fromkeys((not self.makes_no_arrays, True)):
-                        try:
-                            compiled = self._njit_all(numba, on_disk, counting)
-                            break
-                        except Exception as exc:
-                            error = exc
-                    if compiled is not None:
+                for on_disk, counting in [(on_disk, counting) for on_disk in dict.fromkeys((cache, False))
+                                          for counting in dict.fromkeys((not self.makes_no_arrays, True))]:
+                    try:
+                        compiled = self._njit_all(numba, on_disk, counting)
                         break
+                    except Exception as exc:
+                        error = exc
             except Exception as exc:  # any compile failure means: run as Python
                 error = exc
             finally:
