@@ -74,39 +74,6 @@ def test_a_growing_window_widens_by_the_growth_a_generation_up_to_its_size() -> 
     assert [fixed.window_at(g) for g in range(3)] == [4, 4, 4]
 
 
-def test_the_reply_target_is_the_next_positions_policy_and_mirrors_with_it(tmp_path: Path) -> None:
-    obs = np.zeros((3, 2, 6, 7), np.uint8)
-    obs[:, 0, 5, 0] = 1
-    obs[1, 1, 5, 1] = 1
-    obs[2, 1, 4, 0] = 1  # three distinct positions of one game
-    policy = np.eye(7, dtype=np.float32)[[0, 1, 2]]
-    value = np.zeros(3, np.float32)
-    replay.write_shard(tmp_path, 0, [selfplay.GameRecord(obs, policy, value, value)])
-    window = {"up_to_generation": 0, "num_generations": 1, "max_positions": 10, "dedupe": False}
-    assert replay.load_window(tmp_path, **window).reply is None  # only where asked for
-    data = replay.load_window(tmp_path, **window, reply=True)
-    np.testing.assert_array_equal(data.reply, np.eye(7, dtype=np.float32)[[1, 2]].tolist() + [[0] * 7])
-    batch = data.sample(300, np.random.default_rng(1))
-    flipped = batch.obs[:, 0, 5, 6] == 1
-    assert 0 < flipped.sum() < 300
-    first = batch.policy[:, [0, 6]].sum(axis=1) == 1  # the game's first position, mirrored or not
-    np.testing.assert_array_equal(batch.reply[first & flipped, 5], 1)
-    np.testing.assert_array_equal(batch.reply[first & ~flipped, 1], 1)
-    # an old shard has no reply targets: zeros, as a game's last position
-    np.savez(tmp_path / "gen_000001.npz", obs=obs, policy=policy, value=value)
-    old = replay.load_window(tmp_path, up_to_generation=1, num_generations=1, max_positions=10, dedupe=False,
-                             reply=True)
-    assert not old.reply.any()
-
-
-def test_dedupe_averages_the_replies_of_the_copies_that_have_one() -> None:
-    obs = np.zeros((3, 2, 6, 7), np.uint8)  # one position three times
-    reply = np.array([[1, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0], [0] * 7], np.float32)
-    data = replay.ReplayData(obs, np.full((3, 7), 1 / 7, np.float32), np.zeros(3, np.float32), reply)
-    merged = replay.deduplicate(data)
-    np.testing.assert_allclose(merged.reply, [[0.5, 0.5, 0, 0, 0, 0, 0]])
-
-
 def test_regret_starts_are_the_positions_the_network_misjudged_most(tmp_path: Path) -> None:
     from connectx_az.engine import game
 

@@ -81,9 +81,6 @@ class NetConfig:
     policy_filters: int = 32
     value_filters: int = 32
     value_pool: bool = True
-    # an auxiliary head that predicts the opponent's reply: the next position's policy target (KataGo's); training
-    # only: export leaves it out
-    reply_policy: bool = False
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:

@@ -113,30 +113,17 @@ class PolicyValueNet(nn.Module):
         value_features = config.value_filters * game.NUM_CELLS + (f if config.value_pool else 0)
         self.value_fc1 = nn.Linear(value_features, config.value_hidden)
         self.value_fc2 = nn.Linear(config.value_hidden, 1)
-        # a training-only head beside the policy head (``NetConfig.reply_policy``)
-        self.reply_policy_fc = (nn.Linear(config.policy_filters * game.NUM_CELLS, game.NUM_ACTIONS)
-                                if config.reply_policy else None)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs float32[B,2,6,7]`` -> ``(logits float32[B,7], value float32[B])``, side to move."""
-        logits, value, _ = self.forward_train(obs, aux=False)
-        return logits, value
-
-    def forward_train(self, obs: torch.Tensor, *, aux: bool = True
-                      ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``forward`` plus the training-only heads' logits: ``{"reply": ...}`` where the net has that head (none
-        with ``aux`` False)."""
         x = self.blocks(torch.relu(self.stem(obs)))
-        p = torch.flatten(torch.relu(self.policy_conv(x)), 1)
-        logits = self.policy_fc(p)
-        heads = {"reply": self.reply_policy_fc} if aux else {}
-        aux_logits = {name: head(p) for name, head in heads.items() if head is not None}
+        logits = self.policy_fc(torch.flatten(torch.relu(self.policy_conv(x)), 1))
         v = torch.flatten(torch.relu(self.value_conv(x)), 1)
         if self.config.value_pool:
             # Exported as GlobalAveragePool, Flatten and Concat (all in agent.onnx_numpy).
             v = torch.cat([v, torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)], dim=1)
         value = torch.tanh(self.value_fc2(torch.relu(self.value_fc1(v)))).squeeze(-1)
-        return logits, value, aux_logits
+        return logits, value
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

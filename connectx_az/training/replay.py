@@ -1,9 +1,8 @@
 """The replay window: one ``.npz`` shard per generation on disk, the newest few in memory.
 
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
-(game result), ``root_value float32[T]`` (search value; absent from old shards) and ``reply float32[T,7]`` (the
-opponent's reply: the next position's policy target, zeros where the game ended; absent from old shards), values
-from the side to move.  Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
+(game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side to
+move.  Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
 (``write_note``) says its self-play finished, so that a resumed run trains on those games instead of playing
 them again.  Sampling mirrors each
 position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions."""
@@ -27,24 +26,20 @@ _SHARD = re.compile(r"gen_(\d{6})\.npz$")
 
 @dataclass(frozen=True)
 class Batch:
-    """Training batch: ``obs float32[B,2,6,7]``, ``policy float32[B,7]``, ``value float32[B]``; ``reply
-    float32[B,7]`` (``ReplayData.reply``) or None."""
+    """Training batch: ``obs float32[B,2,6,7]``, ``policy float32[B,7]``, ``value float32[B]``."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
-    reply: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class ReplayData:
-    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``; ``reply
-    float32[N,7]``, the opponent's reply target (zeros: none), where ``load_window`` was asked for it."""
+    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
-    reply: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
@@ -57,12 +52,7 @@ class ReplayData:
         flip = rng.random(batch_size) < 0.5
         obs[flip] = obs[flip, :, :, ::-1]
         policy[flip] = policy[flip, ::-1]
-        reply = None
-        if self.reply is not None:
-            reply = self.reply[idx].copy()
-            reply[flip] = reply[flip, ::-1]
-            reply = np.ascontiguousarray(reply)
-        return Batch(np.ascontiguousarray(obs), np.ascontiguousarray(policy), self.value[idx].copy(), reply)
+        return Batch(np.ascontiguousarray(obs), np.ascontiguousarray(policy), self.value[idx].copy())
 
 
 def shard_path(replay_dir: str | Path, generation: int) -> Path:
@@ -77,10 +67,8 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
     root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
-    reply = np.concatenate([np.concatenate([r.policy[1:], np.zeros((1, 7), np.float32)]) for r in records]) \
-        if records else np.zeros((0, 7), np.float32)
     arrays = {"obs": obs.astype(np.uint8), "policy": policy.astype(np.float32), "value": value.astype(np.float32),
-              "root_value": root_value.astype(np.float32), "reply": reply.astype(np.float32)}
+              "root_value": root_value.astype(np.float32)}
     if records and all(r.net_value is not None for r in records):
         arrays["net_value"] = np.concatenate([r.net_value for r in records]).astype(np.float32)
     files.atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
@@ -118,20 +106,17 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
-                max_positions: int, dedupe: bool, value_mix: float = 0.0, reply: bool = False) -> ReplayData:
+                max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
-    The value target is ``(1 - value_mix) * result + value_mix * root_value``; with ``reply`` the opponent's reply
-    targets too (zeros from shards without them)."""
+    The value target is ``(1 - value_mix) * result + value_mix * root_value``."""
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)
-    obs, policy, value, replies = [], [], [], []
+    obs, policy, value = [], [], []
     total = 0
     for g in gens:
         with np.load(shards[g], allow_pickle=False) as data:
             obs.append(data["obs"])
             policy.append(data["policy"])
-            if reply:
-                replies.append(data["reply"] if "reply" in data.files else np.zeros_like(data["policy"]))
             result = data["value"]
             if value_mix > 0 and "root_value" in data.files:
                 result = ((1 - value_mix) * result + value_mix * data["root_value"]).astype(np.float32)
@@ -142,8 +127,7 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
     if not obs:
         raise ValueError(f"no replay shards in {replay_dir} up to generation {up_to_generation}")
     out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
-                     np.concatenate(value)[:max_positions],
-                     np.concatenate(replies)[:max_positions] if reply else None)
+                     np.concatenate(value)[:max_positions])
     return deduplicate(out) if dedupe else out
 
 
@@ -163,8 +147,7 @@ def regret_starts(replay_dir: str | Path, generation: int, count: int) -> list[t
 
 
 def deduplicate(data: ReplayData) -> ReplayData:
-    """Merge identical positions, averaging their policy and value targets (and reply targets, over the copies that
-    have one)."""
+    """Merge identical positions, averaging their policy and value targets."""
     if len(data) == 0:
         return data
     flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
@@ -174,12 +157,5 @@ def deduplicate(data: ReplayData) -> ReplayData:
     value = np.zeros(len(first), np.float64)
     np.add.at(policy, inverse, data.policy)
     np.add.at(value, inverse, data.value)
-    reply = None
-    if data.reply is not None:
-        reply = np.zeros_like(policy)
-        given = np.zeros(len(first), np.float64)
-        np.add.at(reply, inverse, data.reply)
-        np.add.at(given, inverse, data.reply.sum(axis=1) > 0)
-        reply = (reply / np.maximum(given, 1)[:, None]).astype(np.float32)
     return ReplayData(data.obs[first], (policy / counts[:, None]).astype(np.float32),
-                      (value / counts).astype(np.float32), reply)
+                      (value / counts).astype(np.float32))

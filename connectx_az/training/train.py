@@ -40,26 +40,15 @@ from connectx_az.training.sizing import format_hours, train_command
 log = logging.getLogger(__name__)
 
 
-#: the training-only heads' loss weights beside the policy loss's 1: KataGo's (opponent's reply 0.15)
-AUX_WEIGHTS = {"reply": 0.15}
-
-
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
-                target_value: torch.Tensor, dtype: torch.dtype | None = None, target_reply: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Per position: policy cross-entropy, squared value error, the log-probabilities and the training-only heads'
-    cross-entropies (``{"reply": ...}`` where the net has that head; 0 where ``target_reply``, the
-    opponent's reply, is none); the forward pass under autocast at ``dtype`` (None: float32), the losses in
-    float32."""
+                target_value: torch.Tensor, dtype: torch.dtype | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per position: policy cross-entropy, squared value error and the log-probabilities; the forward pass
+    under autocast at ``dtype`` (None: float32), the losses in float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        logits, value, aux_logits = net.forward_train(obs)
+        logits, value = net(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
-    targets = {"reply": target_reply if target_reply is not None else torch.zeros_like(target_policy)}
-    aux = {}
-    for name, head_logits in aux_logits.items():
-        target = targets[name] / targets[name].sum(dim=1, keepdim=True).clamp_min(1e-12)
-        aux[name] = -(target * F.log_softmax(head_logits.float(), dim=1)).sum(dim=1)
-    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs, aux
+    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs
 
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
@@ -85,33 +74,20 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         if extra:
             assert solved is not None
             more = solved.sample(extra, rng)
-            reply = None if batch.reply is None else np.concatenate([batch.reply, np.zeros_like(more.policy)])
             batch = replay.Batch(*(np.concatenate([a, b]) for a, b in
-                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))),
-                                 reply)
+                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))))
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        target_reply = None if batch.reply is None else torch.from_numpy(batch.reply).to(device)
-        policy_terms, value_terms, log_probs, aux = _loss_terms(net, obs, target_policy, target_value, dtype,
-                                                                target_reply)
+        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value, dtype)
         if extra:
             policy_terms = torch.cat([policy_terms[:batch_size],
                                       proven_policy_terms(log_probs[batch_size:], target_policy[batch_size:])])
         targets = int((batch.policy[batch_size:].sum(axis=1) > 0).sum()) if extra else 0
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
-        loss = policy_loss + value_loss
-        for name, terms in aux.items():  # the self-play rows' (a solved row has no reply)
-            rows = terms[:batch_size]
-            # a game's last position has no reply: its row adds nothing
-            given = rows.new_zeros(batch_size) if target_reply is None else \
-                (target_reply[:batch_size].sum(dim=1) > 0).float()
-            aux_loss = (rows * given).sum() / given.sum().clamp_min(1.0)
-            loss = loss + AUX_WEIGHTS[name] * aux_loss
-            sums[f"{name}_policy_loss"] = sums.get(f"{name}_policy_loss", 0.0) + aux_loss.item()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (policy_loss + value_loss).backward()
         optimizer.step()
         sums["policy_loss"] += policy_terms[:batch_size].mean().item()
         sums["value_loss"] += value_terms[:batch_size].mean().item()
@@ -166,7 +142,7 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     policy_sum = value_sum = 0.0
     for start in range(0, n, batch_size):
         end = min(start + batch_size, n)
-        policy_terms, value_terms, _, _ = _loss_terms(
+        policy_terms, value_terms, _ = _loss_terms(
             net, torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device),
             torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device),
             dtype)
@@ -355,7 +331,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
-                              value_mix=config.train.value_mix, reply=config.net.reply_policy)
+                              value_mix=config.train.value_mix)
     # at self-play's precision: on a CPU with bfloat16, the same losses to 4 decimals in a third of the time
     held_out = _held_out_row(net, run_dir, generation, config, device, evaluator.dtype)
     lr = config.train.lr_at(generation, config.num_generations) if fraction is None \
