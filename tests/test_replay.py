@@ -74,16 +74,3 @@ def test_a_growing_window_widens_by_the_growth_a_generation_up_to_its_size() -> 
     assert [fixed.window_at(g) for g in range(3)] == [4, 4, 4]
 
 
-def test_regret_starts_are_the_positions_the_network_misjudged_most(tmp_path: Path) -> None:
-    from connectx_az.engine import game
-
-    moves = ["", "4", "44", "444"]
-    obs = np.stack([game.encode(*game.from_moves(m)) for m in moves])
-    value = np.array([1, -1, 1, -1], np.float32)
-    net_value = np.array([0.9, 0.8, -0.5, -1.0], np.float32)  # misjudged: "4" by 1.8, "44" by 1.5
-    record = selfplay.GameRecord(obs, np.full((4, 7), 1 / 7, np.float32), value, value, net_value=net_value)
-    replay.write_shard(tmp_path, 3, [record])
-    assert replay.regret_starts(tmp_path, 3, 2) == [game.from_moves("4"), game.from_moves("44")]
-    assert replay.regret_starts(tmp_path, 2, 2) == []  # no such generation (a run's first)
-    replay.write_shard(tmp_path, 4, [selfplay.GameRecord(obs, record.policy, value, value)])
-    assert replay.regret_starts(tmp_path, 4, 2) == []  # the network's values not kept

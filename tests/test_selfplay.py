@@ -163,7 +163,7 @@ def test_a_proven_root_plays_its_proof_even_where_the_opening_temperature_draws(
                                                  "selfplay.temperature_early=1", "mcts.num_simulations=32"])
     position, mask = game.from_ascii(".......\n" * 5 + "xxx.ooo\n")
     start = game.num_stones(mask)
-    monkeypatch.setattr(selfplay, "_new_game", lambda *a: selfplay._Game(position, mask, start, [], [], [], [],
+    monkeypatch.setattr(selfplay, "_new_game", lambda *a: selfplay._Game(position, mask, start, [], [], [],
                                                                          start_ply=start, opening="prefix"))
     records, _ = selfplay.play_games(_SpreadEvaluator(), 24, cfg.selfplay, cfg.mcts, np.random.default_rng(0))
     assert len(records) == 24
@@ -301,33 +301,3 @@ def test_a_failed_network_call_leaves_the_memory_empty() -> None:
     assert memory.num_positions == 0
     memory.inner = _RowByRowEvaluator()
     np.testing.assert_array_equal(memory.evaluate(obs)[0], _RowByRowEvaluator().evaluate(obs)[0])
-
-
-class _Level:
-    """Uniform priors and a fixed value for every position."""
-
-    def __init__(self, value: float) -> None:
-        self.value = value
-
-    def evaluate(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return np.zeros((len(obs), 7), np.float32), np.full(len(obs), self.value, np.float32)
-
-
-def test_regret_games_start_from_the_starts_given_and_records_keep_the_networks_values() -> None:
-    starts = [game.from_moves("4444"), game.from_moves("1234567")]
-    cfg = config.make_config("smoke", overrides=["selfplay.prefix_share=0.5", "selfplay.fork_share=0",
-                                                 "selfplay.regret_share=0.5", "selfplay.num_parallel_games=8"])
-    records, stats = selfplay.play_games(_Level(0.25), 24, cfg.selfplay, cfg.mcts, np.random.default_rng(2),
-                                         starts=starts)
-    assert_consistent_records(records)
-    regret = [r for r in records if r.opening == "regret"]
-    assert stats.regret_rate == len(regret) / 24
-    assert 0 < len(regret) < 24 and not any(r.opening == "prefix" for r in records)  # the whole prefix share
-    begun = {r.obs[0].tobytes() for r in regret}
-    assert begun <= {game.encode(*s).tobytes() for s in starts} and len(begun) == 2
-    assert all(r.net_value is not None and np.allclose(r.net_value, 0.25) for r in records)
-    # without starts (a run's first generation) those games are prefix games
-    records, _ = selfplay.play_games(_Level(0.25), 24, cfg.selfplay, cfg.mcts, np.random.default_rng(2))
-    assert {r.opening for r in records} <= {"empty", "prefix"}
-    with pytest.raises(config.ConfigError, match="regret_share"):
-        config.make_config("smoke", overrides=["selfplay.prefix_share=0.1", "selfplay.regret_share=0.2"])

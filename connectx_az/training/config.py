@@ -40,9 +40,6 @@ class SelfPlayConfig:
     prefix_share: float = 0.5
     prefix_max_plies: int = 14
     fork_share: float = 0.25
-    # share of games started from the last generation's positions the network misjudged most (its value against the
-    # game's result: ``selfplay.regret_starts``), taken from the prefix share (Regret-Guided Search Control)
-    regret_share: float = 0.0
     # 0: in this process; W >= 1: W worker processes (``workers``), each with ``num_parallel_games`` in
     # flight (the games depend on W); -1: one a CPU core
     num_workers: int = 0
@@ -56,8 +53,6 @@ class SelfPlayConfig:
             raise ValueError("selfplay.temperature_plies and selfplay.temperature_early must be >= 0")
         if not (0 <= self.prefix_share <= 1 and 0 <= self.fork_share <= 1 and self.prefix_share + self.fork_share <= 1):
             raise ValueError("selfplay.prefix_share and selfplay.fork_share must be in [0, 1], their sum at most 1")
-        if not 0 <= self.regret_share <= self.prefix_share:
-            raise ValueError("selfplay.regret_share must be in [0, selfplay.prefix_share] (it is taken from it)")
         if not 0 <= self.prefix_max_plies <= MAX_PREFIX_PLIES:
             raise ValueError(f"selfplay.prefix_max_plies must be in [0, {MAX_PREFIX_PLIES}]")
         if self.num_workers < -1:

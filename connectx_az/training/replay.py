@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from connectx_az import files
-from connectx_az.engine import game
 from connectx_az.training.selfplay import GameRecord
 
 _SHARD = re.compile(r"gen_(\d{6})\.npz$")
@@ -67,11 +66,9 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
     root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
-    arrays = {"obs": obs.astype(np.uint8), "policy": policy.astype(np.float32), "value": value.astype(np.float32),
-              "root_value": root_value.astype(np.float32)}
-    if records and all(r.net_value is not None for r in records):
-        arrays["net_value"] = np.concatenate([r.net_value for r in records]).astype(np.float32)
-    files.atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
+    files.atomic_write(path, lambda f: np.savez_compressed(
+        f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
+        root_value=root_value.astype(np.float32)))
     return path
 
 
@@ -129,21 +126,6 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
     out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
                      np.concatenate(value)[:max_positions])
     return deduplicate(out) if dedupe else out
-
-
-def regret_starts(replay_dir: str | Path, generation: int, count: int) -> list[tuple[int, int]]:
-    """The ``count`` positions of generation ``generation``'s shard that the network misjudged most: the largest gap
-    between its own value and the game's result (both from the side to move), as ``(position, mask)`` bitboards
-    (``selfplay.regret_share`` starts games from them).  None from a shard without the network's values."""
-    path = shard_path(replay_dir, generation)
-    if count <= 0 or not path.is_file():
-        return []
-    with np.load(path, allow_pickle=False) as data:
-        if "net_value" not in data.files:
-            return []
-        regret = np.abs(data["net_value"] - data["value"])
-        worst = np.argsort(-regret, kind="stable")[:count]
-        return [game.decode(data["obs"][i]) for i in worst]
 
 
 def deduplicate(data: ReplayData) -> ReplayData:

@@ -28,8 +28,7 @@ class GameRecord:
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root visits), ``value float32[T]``
     (the game's result: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value), all from the
     side to move.  ``obs[t]`` is at ply ``start_ply + t``; ``opening`` is ``"empty"``, ``"prefix"`` or
-    ``"fork"`` or ``"regret"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed
-    depths.  ``net_value float32[T]``: the network's own value of each position (None where not kept)."""
+    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths."""
 
     obs: np.ndarray
     policy: np.ndarray
@@ -39,7 +38,6 @@ class GameRecord:
     opening: str = "empty"
     num_leaves: int = 0
     leaf_depth_sum: int = 0
-    net_value: np.ndarray | None = None
 
     @property
     def num_plies(self) -> int:
@@ -54,10 +52,9 @@ class GameRecord:
 
 @dataclass(frozen=True)
 class SelfPlayStats:
-    """A batch of games' statistics: ``mean_leaf_depth`` in plies below the root, ``prefix_rate``/``fork_rate``/
-    ``regret_rate`` the shares of those starts, ``mean_start_ply`` the stones at the first search;
-    ``num_evaluations`` the positions the searches asked for, ``num_network_evaluations`` those the network scored
-    (fewer: the cache)."""
+    """A batch of games' statistics: ``mean_leaf_depth`` in plies below the root, ``prefix_rate``/``fork_rate``
+    the shares of those starts, ``mean_start_ply`` the stones at the first search; ``num_evaluations`` the
+    positions the searches asked for, ``num_network_evaluations`` those the network scored (fewer: the cache)."""
 
     num_games: int
     num_positions: int
@@ -69,7 +66,6 @@ class SelfPlayStats:
     prefix_rate: float = 0.0
     fork_rate: float = 0.0
     mean_start_ply: float = 0.0
-    regret_rate: float = 0.0
     num_network_evaluations: int = 0
 
 
@@ -230,7 +226,6 @@ class _Game:
     obs: list[np.ndarray]
     policy: list[np.ndarray]
     root_value: list[float]
-    net_value: list[float]
     num_leaves: int = 0
     leaf_depth_sum: int = 0
     start_ply: int = 0
@@ -246,11 +241,9 @@ def compile_selfplay() -> bool:
 
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
-               on_game_done: Callable[[GameRecord], None] | None = None,
-               starts: list[tuple[int, int]] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
+               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time, ``on_game_done`` after each.
-    Forks branch from positions searched earlier in this call, so the first wave of games never forks; a
-    ``regret_share`` of the games starts from ``starts`` (``regret_starts``; none: a prefix game instead)."""
+    Forks branch from positions searched earlier in this call, so the first wave of games never forks."""
     compile_selfplay()  # where numba imports; without it the same games, slower
     searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions
@@ -261,7 +254,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     started = 0
     while started < num_games or in_flight:
         while started < num_games and len(in_flight) < config.num_parallel_games:
-            in_flight.append(_new_game(config, rng, searched, starts or []))
+            in_flight.append(_new_game(config, rng, searched))
             started += 1
         positions = np.array([g.position for g in in_flight], np.uint64)
         masks = np.array([g.mask for g in in_flight], np.uint64)
@@ -270,7 +263,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
         policy = mcts.policy_from_visits(tree.root_visits())
         greedy = mcts.best_cols(tree)
         root_value = tree.root_value()
-        net_value = tree.net_value[np.arange(tree.batch_size), tree.root]
         root_proven = tree.root_proven()
         obs = game.encode(positions, masks)
         num_leaves, leaf_depth_sum = _leaf_depths(tree)
@@ -283,7 +275,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
             g.obs.append(obs[i])
             g.policy.append(policy[i])
             g.root_value.append(float(root_value[i]))
-            g.net_value.append(float(net_value[i]))
             if g.ply < config.temperature_plies and config.temperature_early > 0 and np.isnan(root_proven[i]):
                 col = sample_col(policy[i], config.temperature_early, rng)
             else:
@@ -302,10 +293,8 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     return records, summarize(records, searched_with.num_evaluations, searched_with.num_network_evaluations)
 
 
-def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]],
-              starts: list[tuple[int, int]]) -> _Game:
-    """A game to start from the empty board, a random prefix, a fork of ``searched`` (else the empty board) or one of
-    ``starts`` (else a prefix)."""
+def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[tuple[int, int]]) -> _Game:
+    """A game to start from the empty board, a random prefix or a fork of ``searched`` (else the empty board)."""
     opening, (position, mask) = "empty", game.initial()
     if config.prefix_share > 0 or config.fork_share > 0:
         u = rng.random()
@@ -313,14 +302,12 @@ def _new_game(config: SelfPlayConfig, rng: np.random.Generator, searched: list[t
             forked = fork_position(rng, searched)
             if forked is not None:
                 opening, (position, mask) = "fork", forked
-        elif u < config.fork_share + config.regret_share and starts:
-            opening, (position, mask) = "regret", starts[int(rng.integers(len(starts)))]
         elif u < config.fork_share + config.prefix_share:
             opening = "prefix"
             cols = random_prefix(rng, int(rng.integers(0, config.prefix_max_plies + 1)))
             position, mask = game.from_moves(cols, one_based=False)
     ply = game.num_stones(mask)
-    return _Game(position, mask, ply, [], [], [], [], start_ply=ply, opening=opening)
+    return _Game(position, mask, ply, [], [], [], start_ply=ply, opening=opening)
 
 
 def sample_col(probs: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
@@ -396,8 +383,7 @@ def _finish(g: _Game, result: int) -> GameRecord:
     value = np.where(np.arange(g.start_ply, g.ply) % 2 == g.ply % 2, result, -result).astype(np.float32)
     return GameRecord(obs=np.stack(g.obs), policy=np.stack(g.policy).astype(np.float32), value=value,
                       root_value=np.array(g.root_value, np.float32), start_ply=g.start_ply, opening=g.opening,
-                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum,
-                      net_value=np.array(g.net_value, np.float32))
+                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum)
 
 
 def summarize(records: list[GameRecord], num_evaluations: int,
@@ -412,5 +398,4 @@ def summarize(records: list[GameRecord], num_evaluations: int,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,
         mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
         prefix_rate=sum(r.opening == "prefix" for r in records) / n,
-        fork_rate=sum(r.opening == "fork" for r in records) / n, mean_start_ply=sum(r.start_ply for r in records) / n,
-        regret_rate=sum(r.opening == "regret" for r in records) / n)
+        fork_rate=sum(r.opening == "fork" for r in records) / n, mean_start_ply=sum(r.start_ply for r in records) / n)

@@ -309,13 +309,9 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
             threads = torch.get_num_threads()  # the run's, which training uses
             torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
                 config.selfplay.num_workers)))
-            # the last generation's positions the network misjudged most, as many as the games a generation
-            starts = replay.regret_starts(run_dir / "replay", generation - 1, config.selfplay.num_games) \
-                if config.selfplay.regret_share > 0 else None
             try:
                 records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                    config.mcts, rng, on_game_done=lambda _: bar.update(1),
-                                                    starts=starts)
+                                                    config.mcts, rng, on_game_done=lambda _: bar.update(1))
             finally:
                 torch.set_num_threads(threads)
         t_selfplay = time.perf_counter() - t0

@@ -59,16 +59,14 @@ class WorkerError(RuntimeError):
 
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
-               on_game_done: Callable[[GameRecord], None] | None = None,
-               starts: list[tuple[int, int]] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
+               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
     """``selfplay.play_games``, in this process or across ``config.num_workers`` processes.
 
     Same arguments and results; ``evaluator`` runs here only, and records come back by worker, then in each
     worker's finishing order.  Raises ``WorkerError`` if a worker fails or dies."""
     num_workers = resolve_num_workers(config.num_workers)
     if num_workers == 0:
-        return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done,
-                                   starts=starts)
+        return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done)
     shares = split_games(num_games, num_workers)
     seeds = worker_seeds(rng, len(shares))
     context = multiprocessing.get_context("spawn")
@@ -79,7 +77,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
         for index, (share, seed) in enumerate(zip(shares, seeds, strict=True)):
             ours, theirs = context.Pipe()
             connections.append(ours)
-            process = context.Process(target=_worker_main, args=(theirs, share, config, search, seed, starts),
+            process = context.Process(target=_worker_main, args=(theirs, share, config, search, seed),
                                       name=f"connectx-selfplay-{index}", daemon=True)
             _start(process, processes)
             # Only the worker holds its end now: if it dies, our reads see EOF at once.
@@ -265,7 +263,7 @@ class _RemoteEvaluator:
 
 
 def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig, search: search_tree.SearchConfig,
-                 seed: int, starts: list[tuple[int, int]] | None = None) -> None:
+                 seed: int) -> None:
     """A worker process: play ``num_games`` games, sending leaves and finished games to the server."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops us (``_start`` blocked it till now).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -274,8 +272,7 @@ def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig,
     try:
         _, stats = selfplay.play_games(_RemoteEvaluator(connection), num_games, config, search,
                                        np.random.default_rng(seed),
-                                       on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)),
-                                       starts=starts)
+                                       on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)))
         connection.send_bytes(_DONE + np.int64(stats.num_evaluations).tobytes())
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent closed our pipe (it stopped or died): nobody to report to
