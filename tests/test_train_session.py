@@ -415,6 +415,22 @@ def test_a_timed_run_whose_first_generation_eats_its_time_shrinks_the_later_ones
     assert line.endswith("; about 5 generations fit in 4 min")
 
 
+def test_a_timed_run_that_stops_for_time_says_it_is_complete_to_the_last_hundredth(tmp_path: Path) -> None:
+    # a busy machine's generations in a four-second run: a slow first, so the second shrinks.  After the fifth,
+    # 3.4607 s in (3.46 on disk), the loop judged by its own clock that the next, at the last one's 0.5415 s, would
+    # end past the 4 s, and stopped; the run's line, judging by the clock on disk (3.46 + 0.54 fits), said "saved"
+    # (CI, 2026-11-28).  Both now judge by the rows on disk: a sixth runs, and then the run is complete
+    seconds = [1.4909824274825323, 0.30222909864819475, 0.5390999450450309, 0.5869645898831627, 0.5414610761018456]
+    times = itertools.chain([0.0], *([t, t + d] for t, d in zip(itertools.accumulate([0.0, *seconds]),
+                                                                 [*seconds, 0.5], strict=False)))
+    train.run(tmp_path / "run", config.make_config("smoke", overrides=[*SMOKE, "total_time=4"]), progress=False,
+              clock=lambda: next(times))
+    rows = runs.read_rows(tmp_path / "run")
+    assert [row["run_seconds"] for row in rows] == [1.49, 1.79, 2.33, 2.92, 3.46, 3.96]
+    assert rows[1]["scale"] < 1 and "scale" not in rows[2]  # the second shrank, the third fit at full size
+    assert runs.status_line(tmp_path / "run").startswith("the run is complete: 6 generations in ")
+
+
 def test_a_timed_run_where_a_handful_fit_plays_every_generation_at_its_size(tmp_path: Path) -> None:
     ticks = itertools.count(0.0, 60.0)
     cfg = config.make_config("smoke", overrides=[*SMOKE, "total_time=600"])  # ten fit

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from connectx_az import files, paths
-from connectx_az.training import replay
+from connectx_az.training import replay, sizing
 from connectx_az.training.config import ConfigError, RunConfig, load_config, save_config
 from connectx_az.training.network import CheckpointError, PolicyValueNet, load_checkpoint, load_into
 
@@ -248,19 +248,27 @@ def run_clock(rows: list[dict[str, Any]]) -> list[float]:
     return ends
 
 
-def time_left(rows: list[dict[str, Any]], total_time: float) -> tuple[float, float, bool]:
-    """``(spent, expected, spent_all)``: the run's time, the last generation's (the next's expected), and whether
-    the next would end past ``total_time``."""
-    ends = [0.0, *run_clock(rows)]
-    spent, expected = ends[-1], ends[-1] - ends[-2] if len(ends) > 1 else 0.0
-    return spent, expected, spent + expected > total_time
+def forecast(rows: list[dict[str, Any]], total_time: float) -> tuple[float, float, float]:
+    """``(spent, scale, expected)`` after the metrics ``rows`` of a run's generations so far (its first first): the
+    run's time, the share of its games and steps the next generation plays (``sizing.next_scale`` where the run is
+    timed, ``total_time`` > 0, else 1.0) and how long it should take (``sizing.predicted_seconds``; 0.0 before the
+    first).  Training and ``is_complete`` both judge by it, so a run that stops for time is one that says so."""
+    ends = run_clock(rows)
+    if not ends:
+        return 0.0, 1.0, 0.0
+    measured = [(float(row.get("scale", 1.0)), end - start)
+                for row, start, end in zip(rows, [0.0, *ends[:-1]], ends, strict=True)]
+    scale = sizing.next_scale(total_time, ends[0], generation=len(rows), spent=ends[-1], last_scale=measured[-1][0],
+                              last_seconds=measured[-1][1]) if total_time else 1.0
+    return ends[-1], scale, sizing.predicted_seconds(measured, scale)
 
 
 def is_complete(run_dir: str | Path, config: RunConfig, next_generation: int) -> bool:
     """Whether the run has done all it was set to: its generations, or (timed) its total time."""
     if not config.total_time:
         return next_generation >= config.num_generations
-    return time_left(rows_before(run_dir, next_generation), config.total_time)[2]
+    spent, _, expected = forecast(rows_before(run_dir, next_generation), config.total_time)
+    return spent + expected > config.total_time
 
 
 def status_line(run_dir: str | Path) -> str:

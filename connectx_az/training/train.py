@@ -223,22 +223,14 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         log.info("inference precision on %s: %s, the faster at a batch of %d", device, precision,
                  inference_batch(played))
     evaluator = TorchEvaluator(net, device, precision)
-    spent, expected, _ = runs.time_left(runs.rows_before(run_dir, generation), config.total_time)
+    done = runs.rows_before(run_dir, generation)  # the generations so far: each one's share and time
+    spent, scale, expected = runs.forecast(done, config.total_time)
     if time_budget is not None and not expected and (stop is None or generation < stop):
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
                     "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
-    first = runs.run_clock(runs.rows_before(run_dir, 1))  # the first generation's time: how many fit
-    done = runs.rows_before(run_dir, generation)  # each generation's share of its games and steps, and its time
-    ends = runs.run_clock(done)
-    measured = [(float(row.get("scale", 1.0)), end - start)
-                for row, start, end in zip(done, [0.0, *ends][:-1], ends, strict=True)]
     while stop is None or generation < stop:
-        scale = 1.0
-        if timed and first and generation >= 1:
-            scale = sizing.next_scale(config.total_time, first[0], generation=generation, spent=spent,
-                                      last_scale=measured[-1][0], last_seconds=measured[-1][1])
-            expected = sizing.predicted_seconds(measured, scale)
+        spent, scale, expected = runs.forecast(done, config.total_time)  # as ``runs.is_complete`` judges
         if timed and spent + expected > config.total_time:
             log.info("the run's total time is spent: %d generations in %s of %s (the next would take about %s)",
                      generation, runs.format_duration(spent), runs.format_duration(config.total_time),
@@ -260,14 +252,13 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
                           solved, progress, fraction=fraction)
         # a generation whose self-play an earlier session played took that time too
-        expected = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
-        spent += expected
-        row["run_seconds"] = round(spent, 2)  # the run's clock: its generations' time, over all its sessions
+        seconds = clock() - begun + (row["selfplay_seconds"] if row.get("selfplay_kept") else 0.0)
+        row["run_seconds"] = round(spent + seconds, 2)  # the run's clock: its generations' time, over its sessions
         if scale < 1.0:
             row["scale"] = round(scale, 6)  # the share of its games and steps it played (``sizing.next_scale``)
-        measured.append((scale, expected))
+        done.append(row)
         if timed and generation == 0:
-            first = [spent]
+            spent = row["run_seconds"]
             row["expected_generations"] = timed_generations(config.total_time, spent)
             log.info("about %d generations in the total time of %s, at %s a generation", row["expected_generations"],
                      runs.format_duration(config.total_time), runs.format_duration(spent))
