@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
-from connectx_az.engine import game, mcts, search_tree, solver
+from connectx_az.engine import game, mcts, search_tree
 from connectx_az.training import config, selfplay
 from connectx_az.training.network import NetConfig, PolicyValueNet, TorchEvaluator
 
@@ -126,32 +126,6 @@ def test_switches_off_play_the_same_games() -> None:
     for a, b in zip(*runs, strict=True):
         np.testing.assert_array_equal(a.obs, b.obs)
         np.testing.assert_array_equal(a.policy, b.policy)
-
-
-def test_from_a_proven_position_the_solver_plays_the_game_out_and_sets_its_targets(make_net) -> None:
-    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.solve_empty=20"])
-    records, stats = selfplay.play_games(TorchEvaluator(make_net(0)), 8, cfg.selfplay, cfg.mcts,
-                                         np.random.default_rng(4))
-    assert_consistent_records(records)
-    solved = [r for r in records if r.solved]
-    assert solved and stats.solved_rate == len(solved) / 8
-    exact = solver.Solver()
-    for r in solved:
-        assert r.value[-1] == 1 or r.num_plies == 42  # played to its end
-        # from its first position with 20 empty cells or fewer: the exact value, and the moves that keep it
-        cut = max(0, game.NUM_CELLS - 20 - r.start_ply)
-        assert cut < len(r.value)
-        for t in range(cut, len(r.value)):
-            scores = exact.move_scores(*game.decode(r.obs[t]), weak=True)
-            best = max(score for score in scores if score is not None)
-            assert r.value[t] == r.root_value[t] == best
-            keep = [col for col, score in enumerate(scores) if score == best]
-            np.testing.assert_array_equal(np.flatnonzero(r.policy[t]), keep)
-            np.testing.assert_allclose(r.policy[t][keep], 1 / len(keep))
-    for r in records:  # the others ended before 20 empty cells
-        assert r.solved or game.NUM_CELLS - r.num_plies >= 20
-    with pytest.raises(config.ConfigError, match="solve_empty"):
-        config.make_config("smoke", overrides=["selfplay.solve_empty=42"])
 
 
 def test_sampling_temperature_sharpens_the_visits() -> None:

@@ -45,11 +45,6 @@ class SelfPlayConfig:
     num_workers: int = 0
     # positions whose answers ``CachedEvaluator`` keeps for one call of ``play_games``; 0: no cache
     cache_positions: int = 1 << 20
-    # from the first position with at most solve_empty empty cells that the solver proves within solve_nodes
-    # nodes, a game is played out by the solver, not searched: each position's targets its value-keeping moves
-    # and the proven result, the game's result the proven one; 0: every move is searched
-    solve_empty: int = 0
-    solve_nodes: int = 20_000
 
     def __post_init__(self) -> None:
         if self.num_games < 1 or self.num_parallel_games < 1:
@@ -64,9 +59,6 @@ class SelfPlayConfig:
             raise ValueError("selfplay.num_workers must be >= -1 (0 plays in this process, -1 one worker a core)")
         if self.cache_positions < 0:
             raise ValueError("selfplay.cache_positions must be >= 0 (0 turns the cache off)")
-        if not 0 <= self.solve_empty <= 41 or self.solve_nodes < 1:
-            raise ValueError("selfplay.solve_empty must be in [0, 41] (0: every move searched) and "
-                             "selfplay.solve_nodes >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

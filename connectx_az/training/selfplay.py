@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from connectx_az.engine import game, jit, mcts, search_tree, solver, solver_numba
+from connectx_az.engine import game, jit, mcts, search_tree
 from connectx_az.training.config import MAX_PREFIX_PLIES, SelfPlayConfig
 
 
@@ -28,8 +28,7 @@ class GameRecord:
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root visits), ``value float32[T]``
     (the game's result: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value), all from the
     side to move.  ``obs[t]`` is at ply ``start_ply + t``; ``opening`` is ``"empty"``, ``"prefix"`` or
-    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths;
-    ``solved``: whether the solver played out its end (``SelfPlayConfig.solve_empty``)."""
+    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths."""
 
     obs: np.ndarray
     policy: np.ndarray
@@ -39,7 +38,6 @@ class GameRecord:
     opening: str = "empty"
     num_leaves: int = 0
     leaf_depth_sum: int = 0
-    solved: bool = False
 
     @property
     def num_plies(self) -> int:
@@ -56,8 +54,7 @@ class GameRecord:
 class SelfPlayStats:
     """A batch of games' statistics: ``mean_leaf_depth`` in plies below the root, ``prefix_rate``/``fork_rate``
     the shares of those starts, ``mean_start_ply`` the stones at the first search; ``num_evaluations`` the
-    positions the searches asked for, ``num_network_evaluations`` those the network scored (fewer: the cache);
-    ``solved_rate`` the share of games the solver played out (``SelfPlayConfig.solve_empty``)."""
+    positions the searches asked for, ``num_network_evaluations`` those the network scored (fewer: the cache)."""
 
     num_games: int
     num_positions: int
@@ -70,7 +67,6 @@ class SelfPlayStats:
     fork_rate: float = 0.0
     mean_start_ply: float = 0.0
     num_network_evaluations: int = 0
-    solved_rate: float = 0.0
 
 
 # each cell's bit in the solver's bitboard (column c: bits 7c, bottom, to 7c + 5), twice for the side to move's
@@ -234,7 +230,6 @@ class _Game:
     leaf_depth_sum: int = 0
     start_ply: int = 0
     opening: str = "empty"
-    solved: bool = False
 
 
 def compile_selfplay() -> bool:
@@ -256,7 +251,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
     searched: list[tuple[int, int]] = []  # fork sources: every position searched so far
-    prover = solver_numba.make_solver() if config.solve_empty else None
     started = 0
     while started < num_games or in_flight:
         while started < num_games and len(in_flight) < config.num_parallel_games:
@@ -288,10 +282,6 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
             g.position, g.mask = game.play(g.position, g.mask, col)
             g.ply += 1
             result = game.outcome(g.position, g.mask)
-            if result is None and prover is not None:
-                proven = _proven(prover, g.position, g.mask, config)
-                if proven is not None:
-                    result, g.solved = _play_out(prover, g, proven, config.solve_nodes), True
             if result is None:
                 still.append(g)
                 continue
@@ -379,38 +369,6 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return np.unpackbits(x.view(np.uint8).reshape(*x.shape, 8), axis=-1).sum(axis=-1, dtype=np.int64)
 
 
-def _proven(prover: solver.Solver, position: int, mask: int, config: SelfPlayConfig) -> int | None:
-    """The result for the side to move (+1, 0, -1) where the position has at most ``config.solve_empty`` empty
-    cells and ``prover`` proves it within ``config.solve_nodes`` nodes, else None."""
-    if game.NUM_CELLS - game.num_stones(mask) > config.solve_empty:
-        return None
-    score = prover.solve(position, mask, weak=True, max_nodes=config.solve_nodes)
-    return None if score is None else (score > 0) - (score < 0)
-
-
-def _play_out(prover: solver.Solver, g: _Game, result: int, max_nodes: int) -> int:
-    """Play a game whose position the solver proved (``result``, for the side to move) to its end by the solver:
-    each position's targets its value-keeping moves, evenly, and its proven result; the move the centre-most of
-    them.  Returns the result for the side to move at the end (``_finish``'s); where the solver runs out of
-    ``max_nodes`` the game ends there, with its proven result."""
-    while True:
-        scores = prover.move_scores(g.position, g.mask, weak=True, max_nodes=max_nodes)
-        if scores is None:
-            return result
-        best = max(score for score in scores if score is not None)
-        keep = [col for col, score in enumerate(scores) if score == best]
-        policy = np.zeros(game.COLS, np.float32)
-        policy[keep] = 1.0 / len(keep)
-        g.obs.append(game.encode(g.position, g.mask))
-        g.policy.append(policy)
-        g.root_value.append(float(best))
-        g.position, g.mask = game.play(g.position, g.mask, next(c for c in game.CENTRE_FIRST if c in keep))
-        g.ply += 1
-        result = -best
-        if game.outcome(g.position, g.mask) is not None:
-            return result
-
-
 def _leaf_depths(tree: search_tree.Tree) -> tuple[np.ndarray, np.ndarray]:
     """``(num_leaves int64[B], leaf_depth_sum int64[B])`` of a fresh tree after its search (depth in stones)."""
     used = np.arange(tree.capacity) < tree.num_nodes[:, None]
@@ -425,7 +383,7 @@ def _finish(g: _Game, result: int) -> GameRecord:
     value = np.where(np.arange(g.start_ply, g.ply) % 2 == g.ply % 2, result, -result).astype(np.float32)
     return GameRecord(obs=np.stack(g.obs), policy=np.stack(g.policy).astype(np.float32), value=value,
                       root_value=np.array(g.root_value, np.float32), start_ply=g.start_ply, opening=g.opening,
-                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum, solved=g.solved)
+                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum)
 
 
 def summarize(records: list[GameRecord], num_evaluations: int,
@@ -440,5 +398,4 @@ def summarize(records: list[GameRecord], num_evaluations: int,
         draw_rate=sum(r.first_player_result == 0 for r in records) / n,
         mean_leaf_depth=sum(r.leaf_depth_sum for r in records) / max(sum(r.num_leaves for r in records), 1),
         prefix_rate=sum(r.opening == "prefix" for r in records) / n,
-        fork_rate=sum(r.opening == "fork" for r in records) / n, mean_start_ply=sum(r.start_ply for r in records) / n,
-        solved_rate=sum(r.solved for r in records) / n)
+        fork_rate=sum(r.opening == "fork" for r in records) / n, mean_start_ply=sum(r.start_ply for r in records) / n)
