@@ -224,8 +224,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
                  inference_batch(played))
     evaluator = TorchEvaluator(net, device, precision)
     done = runs.rows_before(run_dir, generation)  # the generations so far: each one's share and time
-    spent, scale, expected = runs.forecast(done, config.total_time)
-    if time_budget is not None and not expected and (stop is None or generation < stop):
+    if time_budget is not None and not done and (stop is None or generation < stop):
         log.warning("time budget %s: the first generation runs whatever the budget, since how long one takes is not "
                     "known before it ends", runs.format_duration(time_budget))
     started = clock()  # the budget is for the generations: the set-up above (imports, a first CUDA call) is free
