@@ -147,6 +147,9 @@ class TrainConfig:
     solved_max_plies: int = 12
     # autocast of the forward pass (``network.train_autocast_dtype``); weights and AdamW stay float32
     precision: str = "float32"
+    # KataGo's policy surprise weighting: this share of each generation's sampling weight goes to its positions in
+    # proportion to KL(search policy || the network's prior at self-play), the rest evenly; 0 samples evenly
+    surprise_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -168,6 +171,8 @@ class TrainConfig:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
+        if not 0 <= self.surprise_weight <= 1:
+            raise ValueError("train.surprise_weight must be in [0, 1]")
         if self.precision not in TRAIN_PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {self.precision!r}")
 

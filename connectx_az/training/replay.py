@@ -2,10 +2,11 @@
 
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
 (game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side to
-move.  Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
-(``write_note``) says its self-play finished, so that a resumed run trains on those games instead of playing
-them again.  Sampling mirrors each
-position left-right with probability 1/2; ``dedupe`` averages the targets of repeated positions."""
+move, and where the run weighs by surprise ``surprise float32[T]`` (``policy_surprise``).  Shards are written
+atomically and read with ``allow_pickle=False``; a JSON note beside a shard (``write_note``) says its self-play
+finished, so that a resumed run trains on those games instead of playing them again.  Sampling mirrors each
+position left-right with probability 1/2, evenly or by ``ReplayData.weight``; ``dedupe`` averages the targets
+(and weights) of repeated positions."""
 
 from __future__ import annotations
 
@@ -34,18 +35,23 @@ class Batch:
 
 @dataclass(frozen=True)
 class ReplayData:
-    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``."""
+    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``, and
+    ``weight float64[N]`` (relative sampling weights; None: even)."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
+    weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
-        """Uniform sample with random left-right mirroring."""
-        idx = rng.integers(0, len(self), size=batch_size)
+        """A sample, even or by ``weight``, with random left-right mirroring."""
+        if self.weight is None:
+            idx = rng.integers(0, len(self), size=batch_size)
+        else:
+            idx = rng.choice(len(self), size=batch_size, p=self.weight / self.weight.sum())
         obs = self.obs[idx].astype(np.float32)
         policy = self.policy[idx].copy()
         flip = rng.random(batch_size) < 0.5
@@ -58,18 +64,41 @@ def shard_path(replay_dir: str | Path, generation: int) -> Path:
     return Path(replay_dir) / f"gen_{generation:06d}.npz"
 
 
-def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord]) -> Path:
-    """Write one generation's positions atomically; returns the shard's path."""
+def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord],
+                surprise: np.ndarray | None = None) -> Path:
+    """Write one generation's positions atomically, with their ``policy_surprise`` where given; returns the path."""
     path = shard_path(replay_dir, generation)
     path.parent.mkdir(parents=True, exist_ok=True)
     obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
     root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
+    extra = {} if surprise is None else {"surprise": np.asarray(surprise, np.float32)}
     files.atomic_write(path, lambda f: np.savez_compressed(
         f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
-        root_value=root_value.astype(np.float32)))
+        root_value=root_value.astype(np.float32), **extra))
     return path
+
+
+def policy_surprise(obs: np.ndarray, policy: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """``float32[T]``: KL(``policy`` || the prior ``logits`` give over each position's legal columns), in nats;
+    ``obs uint8[T,2,6,7]`` (row 0 the top), ``policy`` the search's targets."""
+    legal = obs[:, :, 0, :].sum(axis=1) == 0
+    masked = np.where(legal, logits.astype(np.float64), -np.inf)
+    masked -= masked.max(axis=1, keepdims=True)
+    log_prior = np.where(legal, masked - np.log(np.exp(masked).sum(axis=1, keepdims=True)), 0.0)
+    target = policy.astype(np.float64)
+    kl = (target * (np.log(np.where(target > 0, target, 1.0)) - log_prior)).sum(axis=1)
+    return np.maximum(kl, 0.0).astype(np.float32)
+
+
+def surprise_weights(surprise: np.ndarray, share: float) -> np.ndarray:
+    """Sampling weights of one generation's positions, mean 1: ``1 - share`` evenly and ``share`` in proportion
+    to their ``surprise`` (KataGo's policy surprise weighting); even where nothing surprised."""
+    mean = float(surprise.mean()) if len(surprise) else 0.0
+    if share <= 0 or mean <= 0:
+        return np.ones(len(surprise))
+    return (1 - share) + share * surprise.astype(np.float64) / mean
 
 
 def note_path(replay_dir: str | Path, generation: int) -> Path:
@@ -103,12 +132,13 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
-                max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
+                max_positions: int, dedupe: bool, value_mix: float = 0.0, surprise_weight: float = 0.0) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
-    The value target is ``(1 - value_mix) * result + value_mix * root_value``."""
+    The value target is ``(1 - value_mix) * result + value_mix * root_value``.  With ``surprise_weight`` > 0,
+    each shard's positions are weighed by ``surprise_weights`` (evenly in a shard without surprise)."""
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)
-    obs, policy, value = [], [], []
+    obs, policy, value, weight = [], [], [], []
     total = 0
     for g in gens:
         with np.load(shards[g], allow_pickle=False) as data:
@@ -118,18 +148,21 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
             if value_mix > 0 and "root_value" in data.files:
                 result = ((1 - value_mix) * result + value_mix * data["root_value"]).astype(np.float32)
             value.append(result)
+            if surprise_weight > 0:
+                weight.append(surprise_weights(data["surprise"], surprise_weight) if "surprise" in data.files
+                              else np.ones(len(result)))
         total += len(value[-1])
         if total >= max_positions:
             break
     if not obs:
         raise ValueError(f"no replay shards in {replay_dir} up to generation {up_to_generation}")
     out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
-                     np.concatenate(value)[:max_positions])
+                     np.concatenate(value)[:max_positions], np.concatenate(weight)[:max_positions] if weight else None)
     return deduplicate(out) if dedupe else out
 
 
 def deduplicate(data: ReplayData) -> ReplayData:
-    """Merge identical positions, averaging their policy and value targets."""
+    """Merge identical positions, averaging their policy and value targets and their weights."""
     if len(data) == 0:
         return data
     flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
@@ -139,5 +172,10 @@ def deduplicate(data: ReplayData) -> ReplayData:
     value = np.zeros(len(first), np.float64)
     np.add.at(policy, inverse, data.policy)
     np.add.at(value, inverse, data.value)
+    weight = None
+    if data.weight is not None:
+        weight = np.zeros(len(first), np.float64)
+        np.add.at(weight, inverse, data.weight)
+        weight /= counts
     return ReplayData(data.obs[first], (policy / counts[:, None]).astype(np.float32),
-                      (value / counts).astype(np.float32))
+                      (value / counts).astype(np.float32), weight)
