@@ -246,8 +246,8 @@ def load_into(net: PolicyValueNet, path: str | Path, *, warm_start: bool = False
 
     The architectures must match, or for a ``warm_start`` ``net`` must grow from the checkpoint's
     (``NetConfig.grows_from``): then every tensor of matching name and shape is loaded, and the layers that
-    keep ``net``'s own weights come back (e.g. ``["value_conv", "value_fc1"]``).  Extra blocks start as
-    identities: their last batch-norm scale is zero (Goyal et al., 2017).  Raises ``CheckpointError`` otherwise."""
+    keep ``net``'s own weights come back (e.g. ``["value_conv", "value_fc1"]``; ``grow``).  Raises
+    ``CheckpointError`` otherwise."""
     loaded, _ = load_checkpoint(path)
     if loaded.config == net.config:
         net.load_state_dict(loaded.state_dict())
@@ -256,12 +256,18 @@ def load_into(net: PolicyValueNet, path: str | Path, *, warm_start: bool = False
         raise CheckpointError(f"{path} holds a {loaded.config.label} network but a "
                               f"{net.config.label} one was asked for; set the net config to match "
                               "(a warm start may change the heads and add blocks, nothing else)")
+    return grow(loaded, net)
+
+
+def grow(small: PolicyValueNet, net: PolicyValueNet) -> list[str]:
+    """Load ``small``'s weights into ``net``, which ``NetConfig.grows_from`` it; returns the layers left as they
+    were.  Extra blocks start as identities: their last batch-norm scale is zero (Goyal et al., 2017)."""
     own = net.state_dict()
-    kept = {name: tensor for name, tensor in loaded.state_dict().items()
+    kept = {name: tensor for name, tensor in small.state_dict().items()
             if name in own and own[name].shape == tensor.shape}
     net.load_state_dict(kept, strict=False)
     with torch.no_grad():
-        for block in net.blocks[loaded.config.num_blocks:]:
+        for block in net.blocks[small.config.num_blocks:]:
             block.conv2[1].weight.zero_()
     return sorted({_layer(name) for name in own if name not in kept})
 
