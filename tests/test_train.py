@@ -522,3 +522,47 @@ def test_a_growing_run_starts_small_and_grows_once_its_share_is_spent_across_a_r
     assert not (tmp_path / "warm").exists()
     with pytest.raises(config.ConfigError, match="train.start_blocks=3 must be fewer than net.num_blocks=3"):
         config.make_config("smoke", overrides=["net.num_blocks=3", "train.start_blocks=3", "train.grow_at=0.5"])
+
+
+def test_the_ownership_head_learns_its_targets_and_export_leaves_it_out(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    import torch
+
+    from connectx_az.training import export, train
+
+    cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=1", "eval_positions=0",
+                                                 "net.ownership=true"])
+    ckpt = train.run(tmp_path / "run", cfg, progress=False)
+    assert runs.read_metrics(tmp_path / "run")[-1]["ownership_loss"] > 0
+    net, _ = load_checkpoint(ckpt)
+    plain = PolicyValueNet(replace(net.config, ownership=False))
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("ownership")})
+    export.export_onnx(net, tmp_path / "own.onnx")
+    export.export_onnx(plain, tmp_path / "plain.onnx")
+    import onnx
+    from onnx import numpy_helper
+
+    own, bare = (onnx.load(tmp_path / f"{name}.onnx") for name in ("own", "plain"))
+    assert [n.op_type for n in own.graph.node] == [n.op_type for n in bare.graph.node]  # the same graph,
+    for a, b in zip(own.graph.initializer, bare.graph.initializer, strict=True):  # weights
+        np.testing.assert_array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
+    assert own.metadata_props == bare.metadata_props  # and card: no ownership head in any
+
+    rng = np.random.default_rng(0)  # positions whose "end" is the board itself: the head's loss falls as it trains
+    obs = export.random_positions(64, rng).astype(np.uint8)
+    owned = obs[:, 0].astype(np.int8) - obs[:, 1].astype(np.int8)
+    data = replay.ReplayData(obs, np.full((64, 7), 1 / 7, np.float32), np.zeros(64, np.float32),
+                             ownership=np.stack([owned == 1, owned == -1, owned == 0], axis=1).astype(np.float32))
+
+    def ownership_loss() -> float:
+        net.eval()
+        with torch.no_grad():
+            terms = train._loss_terms(net, torch.from_numpy(obs.astype(np.float32)), torch.from_numpy(data.policy),
+                                      torch.from_numpy(data.value), None, torch.from_numpy(data.ownership))[3]
+        return float(terms.mean())
+
+    before = ownership_loss()
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    train.train_steps(net, optimizer, data, 60, 64, rng, torch.device("cpu"), progress=False)
+    assert ownership_loss() < 0.5 * before
