@@ -188,24 +188,20 @@ def deduplicate(data: ReplayData) -> ReplayData:
     flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
     _, first, inverse, counts = np.unique(flat, axis=0, return_index=True, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-    policy = np.zeros((len(first), data.policy.shape[1]), np.float64)
-    value = np.zeros(len(first), np.float64)
-    np.add.at(policy, inverse, data.policy)
-    np.add.at(value, inverse, data.value)
-    weight = None
-    if data.weight is not None:
-        weight = np.zeros(len(first), np.float64)
-        np.add.at(weight, inverse, data.weight)
-        weight /= counts
+
+    def mean(values: np.ndarray, among: np.ndarray) -> np.ndarray:  # over each position's copies, ``among`` of them
+        total = np.zeros((len(first), *values.shape[1:]), np.float64)
+        np.add.at(total, inverse, values)
+        return total / np.maximum(among, 1).reshape(-1, *[1] * (values.ndim - 1))
+
     ownership = None
     if data.ownership is not None:  # averaged over the copies that have one
-        ownership = np.zeros((len(first), *data.ownership.shape[1:]), np.float64)
         given = np.zeros(len(first), np.float64)
-        np.add.at(ownership, inverse, data.ownership)
         np.add.at(given, inverse, data.ownership[:, :, 0, 0].sum(axis=1) > 0)
-        ownership = (ownership / np.maximum(given, 1)[:, None, None, None]).astype(np.float32)
-    return ReplayData(data.obs[first], (policy / counts[:, None]).astype(np.float32),
-                      (value / counts).astype(np.float32), weight, ownership)
+        ownership = mean(data.ownership, given).astype(np.float32)
+    return ReplayData(data.obs[first], mean(data.policy, counts).astype(np.float32),
+                      mean(data.value, counts).astype(np.float32),
+                      None if data.weight is None else mean(data.weight, counts), ownership)
 
 
 def _classes(ownership: np.ndarray) -> np.ndarray:
