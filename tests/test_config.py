@@ -32,7 +32,7 @@ def test_overrides_and_unknown_keys() -> None:
 @pytest.mark.parametrize(("key", "listed", "meant"), [
     ("mcts.sims", "valid keys: mcts.{num_simulations, c_puct, ", None),
     ("net.blocks", "valid keys: net.{num_blocks, num_filters, ", "net.num_blocks"),
-    ("selfplay.games", "fork_share, num_workers, cache_positions}",
+    ("selfplay.games", "fork_share, fork_previous, num_workers, cache_positions}",
      "selfplay.num_games"),
     ("num_generation", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", "num_generations"),
     ("foo.bar", "valid keys: net.*, mcts.*, selfplay.*, train.*, num_generations, seed, ", None),

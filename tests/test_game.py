@@ -73,6 +73,20 @@ def test_encode_planes_side_to_move_first_top_row_first() -> None:
     assert game.decode(obs) == (position, mask)
 
 
+def test_decode_reads_a_batch_of_planes_as_each_one_alone() -> None:
+    rng = np.random.default_rng(2)
+    pairs = [_random_position(rng, int(rng.integers(0, 30))) for _ in range(40)]
+    positions, masks = (np.array(column, np.uint64) for column in zip(*pairs, strict=True))
+    obs = game.encode(positions, masks)
+    got_positions, got_masks = game.decode(obs)
+    assert got_positions.dtype == np.uint64 and got_positions.shape == (40,)
+    np.testing.assert_array_equal(got_positions, positions)
+    np.testing.assert_array_equal(got_masks, masks)
+    assert [game.decode(o) for o in obs] == pairs
+    two_d, _ = game.decode(obs.reshape(4, 10, 2, 6, 7))
+    np.testing.assert_array_equal(two_d.reshape(-1), positions)
+
+
 def test_mirror_flips_encoding_and_is_an_involution() -> None:
     rng = np.random.default_rng(1)
     for _ in range(50):

@@ -115,6 +115,22 @@ def test_prefix_and_fork_games_start_where_they_say(make_net) -> None:
         config.make_config("smoke", overrides=[*PLAIN, "selfplay.prefix_max_plies=31"])
 
 
+def test_given_fork_sources_let_the_first_wave_fork(make_net) -> None:
+    # One wave: every game starts before any is searched, so only given sources can be forked from.
+    cfg = config.make_config("smoke", overrides=[*PLAIN, "selfplay.fork_share=0.5", "selfplay.num_parallel_games=12"])
+    evaluator = TorchEvaluator(make_net(0))
+    alone, _ = selfplay.play_games(evaluator, 12, cfg.selfplay, cfg.mcts, np.random.default_rng(4))
+    assert all(r.opening == "empty" for r in alone)
+    sources = [game.from_moves(moves) for moves in ("4", "44", "3", "453", "1234")]
+    records, stats = selfplay.play_games(evaluator, 12, cfg.selfplay, cfg.mcts, np.random.default_rng(4),
+                                         sources=sources)
+    assert_consistent_records(records)
+    forks = [r for r in records if r.opening == "fork"]
+    assert forks and stats.fork_rate == len(forks) / 12
+    children = {game.play(*source, c) for source in sources for c in game.legal_cols(source[1])}
+    assert all(game.decode(r.obs[0]) in children for r in forks)  # one move from a source
+
+
 def test_switches_off_play_the_same_games() -> None:
     # With no shares and the default temperatures nothing extra is drawn from the generator,
     # so the games do not depend on the settings that are switched off.

@@ -480,6 +480,27 @@ def test_a_surprise_weighted_run_keeps_each_positions_surprise_against_the_netwo
     np.testing.assert_allclose(surprise, replay.policy_surprise(obs, policy, logits), rtol=1e-4, atol=1e-5)
 
 
+def test_fork_previous_forks_the_first_wave_from_the_last_generations_positions(tmp_path: Path) -> None:
+    from connectx_az.engine import game
+    from connectx_az.training import train
+
+    one_wave = [*NO_LABELS, "num_generations=2", "eval_positions=0", "selfplay.num_games=12",
+                "selfplay.num_parallel_games=12", "selfplay.fork_share=0.5", "train.steps_per_generation=1"]
+    for name, switch in (("plain", "false"), ("forks", "true")):
+        cfg = config.make_config("smoke", overrides=[*one_wave, f"selfplay.fork_previous={switch}"])
+        train.run(tmp_path / name, cfg, progress=False)
+    rows = {name: [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+            for name in ("plain", "forks")}
+    assert [row["fork_rate"] for row in rows["plain"]] == [0.0, 0.0]  # a first wave has nothing to fork from
+    assert rows["forks"][0]["fork_rate"] == 0.0 and rows["forks"][1]["fork_rate"] > 0
+    with np.load(replay.shard_path(tmp_path / "forks" / "replay", 0)) as shard:
+        obs = shard["obs"]
+    sources = replay.shard_positions(tmp_path / "forks" / "replay", 0)
+    assert sources == [game.decode(o) for o in obs] and len(sources) > 0
+    assert replay.shard_positions(tmp_path / "forks" / "replay", 5) == []
+    assert replay.shard_positions(tmp_path / "forks" / "replay", -1) == []
+
+
 def test_a_grown_network_answers_as_the_one_it_grew_from() -> None:
     from dataclasses import replace
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import assert_consistent_records
 
+from connectx_az.engine import game
 from connectx_az.training import config, runs, selfplay, train, workers
 from connectx_az.training.network import PolicyValueNet, TorchEvaluator
 
@@ -41,11 +42,12 @@ def _evaluator() -> TorchEvaluator:
 
 
 def _play(num_workers: int, num_games: int, seed: int = 0, evaluator: object | None = None,
-          **selfplay_settings: int) -> tuple[list[selfplay.GameRecord], selfplay.SelfPlayStats, int]:
+          sources: tuple[tuple[int, int], ...] = (), **selfplay_settings: float
+          ) -> tuple[list[selfplay.GameRecord], selfplay.SelfPlayStats, int]:
     settings = dataclasses.replace(SMOKE.selfplay, num_workers=num_workers, **selfplay_settings)
     done = []
     records, stats = workers.play_games(evaluator or _evaluator(), num_games, settings, SMOKE.mcts,
-                                        np.random.default_rng(seed), on_game_done=done.append)
+                                        np.random.default_rng(seed), on_game_done=done.append, sources=sources)
     return records, stats, len(done)
 
 
@@ -81,6 +83,18 @@ def test_one_worker_plays_exactly_the_in_process_games() -> None:
                                                    np.random.default_rng(seed))
     _assert_same_games(records, expected)
     assert stats == expected_stats
+
+
+def test_a_worker_forks_from_the_sources_it_is_given() -> None:
+    # one wave of 5 games: a fork can only start from the sources, which must reach the worker
+    sources = tuple(game.from_moves(moves) for moves in ("4", "43", "1234"))
+    one_wave = {"num_parallel_games": 5, "prefix_share": 0.0, "fork_share": 1.0}
+    records, stats, _ = _play(1, 5, seed=3, sources=sources, **one_wave)
+    seed = workers.worker_seeds(np.random.default_rng(3), 1)[0]
+    expected, expected_stats = selfplay.play_games(_evaluator(), 5, dataclasses.replace(SMOKE.selfplay, **one_wave),
+                                                   SMOKE.mcts, np.random.default_rng(seed), sources=sources)
+    _assert_same_games(records, expected)
+    assert stats == expected_stats and stats.fork_rate == 1.0
 
 
 def test_games_are_split_evenly_and_the_setting_is_checked() -> None:

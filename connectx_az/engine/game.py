@@ -161,12 +161,15 @@ def encode(position, mask) -> np.ndarray:
     return np.stack([own, opp], axis=-3).astype(np.uint8)
 
 
-def decode(planes: np.ndarray) -> tuple[int, int]:
-    """Inverse of ``encode`` for one position ``uint8[2, 6, 7]``."""
+def decode(planes: np.ndarray):
+    """Inverse of ``encode``: ``(position, mask)``, ints for one position ``uint8[2, 6, 7]``, ``uint64[...]``
+    arrays for ``uint8[..., 2, 6, 7]``."""
     planes = np.asarray(planes)
     bits = np.uint64(1) << _CELL_BIT
-    position = int(np.bitwise_or.reduce(np.where(planes[0] != 0, bits, np.uint64(0)), axis=None))
-    opponent = int(np.bitwise_or.reduce(np.where(planes[1] != 0, bits, np.uint64(0)), axis=None))
+    position = np.bitwise_or.reduce(np.where(planes[..., 0, :, :] != 0, bits, np.uint64(0)), axis=(-2, -1))
+    opponent = np.bitwise_or.reduce(np.where(planes[..., 1, :, :] != 0, bits, np.uint64(0)), axis=(-2, -1))
+    if planes.ndim == 3:
+        return int(position), int(position | opponent)
     return position, position | opponent
 
 

@@ -40,6 +40,9 @@ class SelfPlayConfig:
     prefix_share: float = 0.5
     prefix_max_plies: int = 14
     fork_share: float = 0.25
+    # forks branch from the previous generation's positions (its shard) too, not only from this call's, so the
+    # first wave of games forks as well (issue 68's arm 12: all games in flight at once, the network's batches larger)
+    fork_previous: bool = False
     # 0: in this process; W >= 1: W worker processes (``workers``), each with ``num_parallel_games`` in
     # flight (the games depend on W); -1: one a CPU core
     num_workers: int = 0

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from connectx_az import files
+from connectx_az.engine import game
 from connectx_az.training.selfplay import GameRecord
 
 _SHARD = re.compile(r"gen_(\d{6})\.npz$")
@@ -113,6 +114,17 @@ def surprise_weights(surprise: np.ndarray, share: float) -> np.ndarray:
     if share <= 0 or mean <= 0:
         return np.ones(len(surprise))
     return (1 - share) + share * surprise.astype(np.float64) / mean
+
+
+def shard_positions(replay_dir: str | Path, generation: int) -> list[tuple[int, int]]:
+    """The ``(position, mask)`` of each position in generation ``generation``'s shard, in its order; none where
+    the shard is missing (``selfplay.play_games``'s fork ``sources``)."""
+    path = shard_path(replay_dir, generation)
+    if generation < 0 or not path.exists():
+        return []
+    with np.load(path, allow_pickle=False) as data:
+        positions, masks = game.decode(data["obs"])
+    return [(int(p), int(m)) for p, m in zip(positions, masks, strict=True)]
 
 
 def note_path(replay_dir: str | Path, generation: int) -> Path:

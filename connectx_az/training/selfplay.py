@@ -7,12 +7,13 @@ as value target, both from the side to move.
 
 Openings: a game draws its moves from the root visits at ``temperature_early`` for its first
 ``temperature_plies`` board plies, then plays the most visited move.  A share starts from a random prefix
-(``random_prefix``), a share from a position searched earlier in the call plus one random move
-(``fork_position``; KataGo's forking, Wu 2019); those plies are neither searched nor recorded."""
+(``random_prefix``), a share from a position searched earlier in the call, or given as a source (the previous
+generation's, ``SelfPlayConfig.fork_previous``), plus one random move (``fork_position``; KataGo's forking,
+Wu 2019); those plies are neither searched nor recorded."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -251,16 +252,18 @@ def compile_selfplay() -> bool:
 
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
-               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
+               on_game_done: Callable[[GameRecord], None] | None = None,
+               sources: Sequence[tuple[int, int]] = ()) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time, ``on_game_done`` after each.
-    Forks branch from positions searched earlier in this call, so the first wave of games never forks."""
+    Forks branch from ``sources`` (``(position, mask)`` pairs; ``fork_sources``) and the positions searched
+    earlier in this call, so without sources the first wave of games never forks."""
     compile_selfplay()  # where numba imports; without it the same games, slower
     searched_with: CachedEvaluator | _CountingEvaluator = (
         CachedEvaluator(evaluator, config.cache_positions) if config.cache_positions
         else _CountingEvaluator(evaluator))
     records: list[GameRecord] = []
     in_flight: list[_Game] = []
-    searched: list[tuple[int, int]] = []  # fork sources: every position searched so far
+    searched: list[tuple[int, int]] = list(sources)  # fork sources: those given, then every position searched
     started = 0
     while started < num_games or in_flight:
         while started < num_games and len(in_flight) < config.num_parallel_games:

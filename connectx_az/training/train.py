@@ -335,8 +335,10 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
             torch.set_num_threads(workers.inference_threads(threads, workers.resolve_num_workers(
                 config.selfplay.num_workers)))
             try:
-                records, stats = workers.play_games(evaluator, config.selfplay.num_games, config.selfplay,
-                                                    config.mcts, rng, on_game_done=lambda _: bar.update(1))
+                records, stats = workers.play_games(
+                    evaluator, config.selfplay.num_games, config.selfplay, config.mcts, rng,
+                    on_game_done=lambda _: bar.update(1), sources=replay.shard_positions(
+                        run_dir / "replay", generation - 1) if config.selfplay.fork_previous else ())
             finally:
                 torch.set_num_threads(threads)
         t_selfplay = time.perf_counter() - t0

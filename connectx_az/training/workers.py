@@ -33,7 +33,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -59,14 +59,17 @@ class WorkerError(RuntimeError):
 
 def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPlayConfig,
                search: search_tree.SearchConfig, rng: np.random.Generator, *,
-               on_game_done: Callable[[GameRecord], None] | None = None) -> tuple[list[GameRecord], SelfPlayStats]:
-    """``selfplay.play_games``, in this process or across ``config.num_workers`` processes.
+               on_game_done: Callable[[GameRecord], None] | None = None,
+               sources: Sequence[tuple[int, int]] = ()) -> tuple[list[GameRecord], SelfPlayStats]:
+    """``selfplay.play_games``, in this process or across ``config.num_workers`` processes (each with all of
+    ``sources``).
 
     Same arguments and results; ``evaluator`` runs here only, and records come back by worker, then in each
     worker's finishing order.  Raises ``WorkerError`` if a worker fails or dies."""
     num_workers = resolve_num_workers(config.num_workers)
     if num_workers == 0:
-        return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done)
+        return selfplay.play_games(evaluator, num_games, config, search, rng, on_game_done=on_game_done,
+                                   sources=sources)
     shares = split_games(num_games, num_workers)
     seeds = worker_seeds(rng, len(shares))
     context = multiprocessing.get_context("spawn")
@@ -77,7 +80,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
         for index, (share, seed) in enumerate(zip(shares, seeds, strict=True)):
             ours, theirs = context.Pipe()
             connections.append(ours)
-            process = context.Process(target=_worker_main, args=(theirs, share, config, search, seed),
+            process = context.Process(target=_worker_main, args=(theirs, share, config, search, seed, list(sources)),
                                       name=f"connectx-selfplay-{index}", daemon=True)
             _start(process, processes)
             # Only the worker holds its end now: if it dies, our reads see EOF at once.
@@ -263,7 +266,7 @@ class _RemoteEvaluator:
 
 
 def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig, search: search_tree.SearchConfig,
-                 seed: int) -> None:
+                 seed: int, sources: list[tuple[int, int]]) -> None:
     """A worker process: play ``num_games`` games, sending leaves and finished games to the server."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops us (``_start`` blocked it till now).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -271,7 +274,7 @@ def _worker_main(connection: Connection, num_games: int, config: SelfPlayConfig,
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         _, stats = selfplay.play_games(_RemoteEvaluator(connection), num_games, config, search,
-                                       np.random.default_rng(seed),
+                                       np.random.default_rng(seed), sources=sources,
                                        on_game_done=lambda record: connection.send_bytes(_GAME + pickle.dumps(record)))
         connection.send_bytes(_DONE + np.int64(stats.num_evaluations).tobytes())
     except (EOFError, BrokenPipeError, ConnectionResetError):
