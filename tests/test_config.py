@@ -83,12 +83,6 @@ def test_growing_window_starts_at_one_generation() -> None:
     assert [growing.window_at(g) for g in (0, 1, 2, 6, 14, 50)] == [1, 1, 2, 4, 8, 8]
 
 
-def test_the_surprise_weight_is_a_share() -> None:
-    assert config.make_config("cpu", overrides=["train.surprise_weight=0.5"]).train.surprise_weight == 0.5
-    with pytest.raises(config.ConfigError, match=r"train.surprise_weight must be in \[0, 1\]"):
-        config.make_config("cpu", overrides=["train.surprise_weight=1.5"])
-
-
 def test_a_config_saved_before_a_setting_existed_still_matches_its_preset() -> None:
     saved = config.to_dict(config.make_config("cpu", overrides=["seed=3"]))
     del saved["train"]["replay_growth"], saved["selfplay"]["num_workers"]

@@ -76,47 +76,6 @@ def test_a_growing_window_widens_by_the_growth_a_generation_up_to_its_size() -> 
 
 
 
-def test_policy_surprise_is_the_kl_of_the_target_from_the_prior_over_the_legal_columns() -> None:
-    obs = np.zeros((3, 2, 6, 7), np.uint8)
-    obs[2, :, :, 6] = np.array([[1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1]])  # column 6 full in position 2
-    logits = np.zeros((3, 7), np.float32)
-    logits[2, 6] = 50.0  # a prior on the full column is no prior at all
-    policy = np.zeros((3, 7), np.float32)
-    policy[0] = 1 / 7  # the prior itself: no surprise
-    policy[1, 3] = 1.0  # one move the prior gave 1/7
-    policy[2, :6] = 1 / 6  # even over the six legal columns, as the prior is once the full one is masked
-    surprise = replay.policy_surprise(obs, policy, logits)
-    np.testing.assert_allclose(surprise, [0, np.log(7), 0], atol=1e-6)
-
-
-def test_surprise_weighs_a_shards_positions_half_evenly_half_by_surprise(tmp_path: Path) -> None:
-    _generation_shard(tmp_path, 0, 4)  # written without surprise: even
-    obs = np.zeros((4, 2, 6, 7), np.uint8)
-    for i in range(4):
-        obs[i, 1].flat[i] = 1
-    value = np.zeros(4, np.float32)
-    record = selfplay.GameRecord(obs, np.full((4, 7), 1 / 7, np.float32), value, value)
-    replay.write_shard(tmp_path, 1, [record], surprise=np.array([0, 0, 1, 3], np.float32))
-    window = {"up_to_generation": 1, "num_generations": 2, "max_positions": 100, "dedupe": True}
-    assert replay.load_window(tmp_path, **window).weight is None
-    data = replay.load_window(tmp_path, **window, surprise_weight=0.5)
-    by_position = {bytes(np.packbits(o)): w for o, w in zip(data.obs, data.weight, strict=True)}
-    assert sorted(by_position[bytes(np.packbits(o))] for o in obs) == [0.5, 0.5, 1.0, 2.0]
-    assert sum(by_position.values()) == 8  # each generation's weights sum to its positions
-    drawn = data.sample(8000, np.random.default_rng(1))
-    heaviest = drawn.obs[:, 1, 0, 3] == 1  # the surprise-3 position, a stone on the middle column's top
-    assert abs(heaviest.mean() - 2.0 / 8) < 0.03
-
-
-def test_dedupe_averages_the_weights_of_repeated_positions() -> None:
-    obs = np.zeros((3, 2, 6, 7), np.uint8)
-    obs[2, 0, 5, 0] = 1
-    data = replay.ReplayData(obs, np.full((3, 7), 1 / 7, np.float32), np.zeros(3, np.float32),
-                             np.array([1.0, 3.0, 5.0]))
-    merged = replay.deduplicate(data)
-    assert sorted(merged.weight) == [2.0, 5.0]
-
-
 def test_ownership_targets_are_one_hot_mirrored_with_their_position_and_averaged_by_dedupe(tmp_path: Path) -> None:
     obs = np.zeros((2, 2, 6, 7), np.uint8)
     obs[:, 1, 5, 6] = 1  # position P, and Q: P with one more stone

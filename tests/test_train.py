@@ -465,21 +465,6 @@ def test_keep_every_keeps_every_nth_checkpoint_and_the_last(tmp_path: Path) -> N
     assert not (tmp_path / "other").exists()
 
 
-def test_a_surprise_weighted_run_keeps_each_positions_surprise_against_the_network_that_played_it(
-        tmp_path: Path) -> None:
-    from connectx_az.training import network, replay, train
-
-    cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=1", "eval_positions=0",
-                                                 "train.surprise_weight=0.5", "train.steps_per_generation=0"])
-    train.run(tmp_path / "run", cfg, progress=False)  # no steps: the checkpoint holds the network that played
-    with np.load(replay.shard_path(tmp_path / "run" / "replay", 0)) as shard:
-        obs, policy, surprise = shard["obs"], shard["policy"], shard["surprise"]
-    net, _ = network.load_checkpoint(tmp_path / "run" / runs.CHECKPOINT)
-    logits, _ = network.TorchEvaluator(net, "cpu", cfg.precision).evaluate(obs)
-    assert len(surprise) == len(obs) > 0 and surprise.max() > 0
-    np.testing.assert_allclose(surprise, replay.policy_surprise(obs, policy, logits), rtol=1e-4, atol=1e-5)
-
-
 def test_fork_previous_forks_the_first_wave_from_the_last_generations_positions(tmp_path: Path) -> None:
     from connectx_az.engine import game
     from connectx_az.training import train

@@ -153,9 +153,6 @@ class TrainConfig:
     solved_max_plies: int = 12
     # autocast of the forward pass (``network.train_autocast_dtype``); weights and AdamW stay float32
     precision: str = "float32"
-    # KataGo's policy surprise weighting: this share of each generation's sampling weight goes to its positions in
-    # proportion to KL(search policy || the network's prior at self-play), the rest evenly; 0 samples evenly
-    surprise_weight: float = 0.0
     # grow_at > 0: the run starts with ``start_blocks`` residual blocks and, once that share of it is spent (of its
     # total time, or of its generations), appends identity blocks up to ``net.num_blocks`` (``network.grow``)
     grow_at: float = 0.0
@@ -181,8 +178,6 @@ class TrainConfig:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
-        if not 0 <= self.surprise_weight <= 1:
-            raise ValueError("train.surprise_weight must be in [0, 1]")
         if not 0 <= self.grow_at < 1 or self.start_blocks < 0:
             raise ValueError("train.grow_at must be in [0, 1) and train.start_blocks >= 0")
         if self.precision not in TRAIN_PRECISIONS:

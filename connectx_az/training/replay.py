@@ -2,12 +2,11 @@
 
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
 (game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side to
-move, where the run weighs by surprise ``surprise float32[T]`` (``policy_surprise``) and where its network
-has the ownership head ``ownership int8[T,6,7]`` (``GameRecord.ownership``).  Shards are written
-atomically and read with ``allow_pickle=False``; a JSON note beside a shard (``write_note``) says its self-play
-finished, so that a resumed run trains on those games instead of playing them again.  Sampling mirrors each
-position left-right with probability 1/2, evenly or by ``ReplayData.weight``; ``dedupe`` averages the targets
-(weights and ownership) of repeated positions."""
+move, and where its network has the ownership head ``ownership int8[T,6,7]`` (``GameRecord.ownership``).
+Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
+(``write_note``) says its self-play finished, so that a resumed run trains on those games instead of playing
+them again.  Sampling mirrors each position left-right with probability 1/2; ``dedupe`` averages the targets
+(ownership too) of repeated positions."""
 
 from __future__ import annotations
 
@@ -39,25 +38,21 @@ class Batch:
 
 @dataclass(frozen=True)
 class ReplayData:
-    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``,
-    ``weight float64[N]`` (relative sampling weights; None: even) and ``ownership float32[N,3,6,7]`` (each cell's
-    share of the side to move, the opponent and nobody at the game's end; zeros: unknown; None: not asked for)."""
+    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]`` and
+    ``ownership float32[N,3,6,7]`` (each cell's share of the side to move, the opponent and nobody at the game's
+    end; zeros: unknown; None: not asked for)."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
-    weight: np.ndarray | None = None
     ownership: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
-        """A sample, even or by ``weight``, with random left-right mirroring."""
-        if self.weight is None:
-            idx = rng.integers(0, len(self), size=batch_size)
-        else:
-            idx = rng.choice(len(self), size=batch_size, p=self.weight / self.weight.sum())
+        """A uniform sample with random left-right mirroring."""
+        idx = rng.integers(0, len(self), size=batch_size)
         obs = self.obs[idx].astype(np.float32)
         policy = self.policy[idx].copy()
         flip = rng.random(batch_size) < 0.5
@@ -75,17 +70,16 @@ def shard_path(replay_dir: str | Path, generation: int) -> Path:
     return Path(replay_dir) / f"gen_{generation:06d}.npz"
 
 
-def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord],
-                surprise: np.ndarray | None = None, ownership: bool = False) -> Path:
-    """Write one generation's positions atomically, with their ``policy_surprise`` where given and with
-    ``ownership`` their ``GameRecord.ownership``; returns the path."""
+def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord], ownership: bool = False) -> Path:
+    """Write one generation's positions atomically, with ``ownership`` their ``GameRecord.ownership``; returns the
+    path."""
     path = shard_path(replay_dir, generation)
     path.parent.mkdir(parents=True, exist_ok=True)
     obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
     root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
-    extra = {} if surprise is None else {"surprise": np.asarray(surprise, np.float32)}
+    extra: dict[str, np.ndarray] = {}
     if ownership:
         extra["ownership"] = np.concatenate([r.ownership() for r in records]) if records \
             else np.zeros((0, 6, 7), np.int8)
@@ -93,27 +87,6 @@ def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecor
         f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
         root_value=root_value.astype(np.float32), **extra))
     return path
-
-
-def policy_surprise(obs: np.ndarray, policy: np.ndarray, logits: np.ndarray) -> np.ndarray:
-    """``float32[T]``: KL(``policy`` || the prior ``logits`` give over each position's legal columns), in nats;
-    ``obs uint8[T,2,6,7]`` (row 0 the top), ``policy`` the search's targets."""
-    legal = obs[:, :, 0, :].sum(axis=1) == 0
-    masked = np.where(legal, logits.astype(np.float64), -np.inf)
-    masked -= masked.max(axis=1, keepdims=True)
-    log_prior = np.where(legal, masked - np.log(np.exp(masked).sum(axis=1, keepdims=True)), 0.0)
-    target = policy.astype(np.float64)
-    kl = (target * (np.log(np.where(target > 0, target, 1.0)) - log_prior)).sum(axis=1)
-    return np.maximum(kl, 0.0).astype(np.float32)
-
-
-def surprise_weights(surprise: np.ndarray, share: float) -> np.ndarray:
-    """Sampling weights of one generation's positions, mean 1: ``1 - share`` evenly and ``share`` in proportion
-    to their ``surprise`` (KataGo's policy surprise weighting); even where nothing surprised."""
-    mean = float(surprise.mean()) if len(surprise) else 0.0
-    if share <= 0 or mean <= 0:
-        return np.ones(len(surprise))
-    return (1 - share) + share * surprise.astype(np.float64) / mean
 
 
 def shard_positions(replay_dir: str | Path, generation: int) -> list[tuple[int, int]]:
@@ -158,15 +131,13 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
-                max_positions: int, dedupe: bool, value_mix: float = 0.0, surprise_weight: float = 0.0,
-                ownership: bool = False) -> ReplayData:
+                max_positions: int, dedupe: bool, value_mix: float = 0.0, ownership: bool = False) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
-    The value target is ``(1 - value_mix) * result + value_mix * root_value``.  With ``surprise_weight`` > 0,
-    each shard's positions are weighed by ``surprise_weights`` (evenly in a shard without surprise); with
-    ``ownership``, the ownership targets too (zeros from a shard without them)."""
+    The value target is ``(1 - value_mix) * result + value_mix * root_value``; with ``ownership``, the ownership
+    targets too (zeros from a shard without them)."""
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)
-    obs, policy, value, weight, owned = [], [], [], [], []
+    obs, policy, value, owned = [], [], [], []
     total = 0
     for g in gens:
         with np.load(shards[g], allow_pickle=False) as data:
@@ -179,22 +150,19 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
             if ownership:
                 owned.append(_classes(data["ownership"]) if "ownership" in data.files
                              else np.zeros((len(result), 3, 6, 7), np.float32))
-            if surprise_weight > 0:
-                weight.append(surprise_weights(data["surprise"], surprise_weight) if "surprise" in data.files
-                              else np.ones(len(result)))
         total += len(value[-1])
         if total >= max_positions:
             break
     if not obs:
         raise ValueError(f"no replay shards in {replay_dir} up to generation {up_to_generation}")
     out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
-                     np.concatenate(value)[:max_positions], np.concatenate(weight)[:max_positions] if weight else None,
+                     np.concatenate(value)[:max_positions],
                      np.concatenate(owned)[:max_positions] if ownership else None)
     return deduplicate(out) if dedupe else out
 
 
 def deduplicate(data: ReplayData) -> ReplayData:
-    """Merge identical positions, averaging their policy and value targets, their weights and their ownership."""
+    """Merge identical positions, averaging their policy and value targets and their ownership."""
     if len(data) == 0:
         return data
     flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
@@ -212,8 +180,7 @@ def deduplicate(data: ReplayData) -> ReplayData:
         np.add.at(given, inverse, data.ownership[:, :, 0, 0].sum(axis=1) > 0)
         ownership = mean(data.ownership, given).astype(np.float32)
     return ReplayData(data.obs[first], mean(data.policy, counts).astype(np.float32),
-                      mean(data.value, counts).astype(np.float32),
-                      None if data.weight is None else mean(data.weight, counts), ownership)
+                      mean(data.value, counts).astype(np.float32), ownership)
 
 
 def _classes(ownership: np.ndarray) -> np.ndarray:

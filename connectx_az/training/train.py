@@ -35,7 +35,7 @@ from connectx_az.training.network import (
     save_checkpoint,
     train_autocast_dtype,
 )
-from connectx_az.training.selfplay import GameRecord, SelfPlayStats
+from connectx_az.training.selfplay import SelfPlayStats
 from connectx_az.training.sizing import format_hours, train_command
 
 log = logging.getLogger(__name__)
@@ -342,8 +342,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
             finally:
                 torch.set_num_threads(threads)
         t_selfplay = time.perf_counter() - t0
-        replay.write_shard(run_dir / "replay", generation, records, _surprise(evaluator, records)
-                           if config.train.surprise_weight > 0 and records else None, ownership=config.net.ownership)
+        replay.write_shard(run_dir / "replay", generation, records, ownership=config.net.ownership)
         # the games are kept: a run stopped from here on trains on them when resumed, from the same random state
         replay.write_note(run_dir / "replay", generation, {"stats": asdict(stats), "rng": rng.bit_generator.state,
                                                            "selfplay_seconds": t_selfplay})
@@ -355,7 +354,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
-                              value_mix=config.train.value_mix, surprise_weight=config.train.surprise_weight,
+                              value_mix=config.train.value_mix,
                               ownership=config.net.ownership)
     # at self-play's precision: on a CPU with bfloat16, the same losses to 4 decimals in a third of the time
     held_out = _held_out_row(net, run_dir, generation, config, device, evaluator.dtype)
@@ -399,12 +398,6 @@ def _grown(net: PolicyValueNet, optimizer: torch.optim.Optimizer, config: RunCon
         if name in old and old[name] in optimizer.state and old[name].shape == param.shape:
             grown.state[param] = {key: value.clone() for key, value in optimizer.state[old[name]].items()}
     return big, grown
-
-
-def _surprise(evaluator: TorchEvaluator, records: list[GameRecord]) -> np.ndarray:
-    """``replay.policy_surprise`` of the games' positions, against the prior of the network that played them."""
-    obs = np.concatenate([r.obs for r in records])
-    return replay.policy_surprise(obs, np.concatenate([r.policy for r in records]), evaluator.evaluate(obs)[0])
 
 
 def kept_selfplay(run_dir: Path, generation: int, config: RunConfig) -> tuple[SelfPlayStats, dict, float] | None:
