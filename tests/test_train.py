@@ -507,29 +507,6 @@ def test_a_grown_network_answers_as_the_one_it_grew_from() -> None:
             torch.testing.assert_close(ours, theirs)
 
 
-def test_a_growing_run_starts_small_and_grows_once_its_share_is_spent_across_a_resume(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    import logging
-
-    from connectx_az.training import train
-
-    cfg = config.make_config("smoke", overrides=[*NO_LABELS, "num_generations=3", "eval_positions=0",
-                                                 "net.num_blocks=3", "train.start_blocks=1", "train.grow_at=0.5"])
-    train.run(tmp_path / "run", cfg, num_generations=2, progress=False)  # generations 0 and 1: 0 and 1/3 spent
-    assert load_checkpoint(tmp_path / "run" / runs.CHECKPOINT)[0].config.num_blocks == 1
-    with caplog.at_level(logging.INFO, logger="connectx_az.training"):
-        train.run(tmp_path / "run", resume=True, progress=False)
-    assert "generation 2: the network grows to 3x16" in caplog.text
-    grown, data = load_checkpoint(tmp_path / "run" / runs.CHECKPOINT)
-    assert grown.config.num_blocks == 3 and data["generation"] == 3
-    assert len(data["optimizer"]["state"]) == len(list(grown.parameters()))  # every weight trained since
-    with pytest.raises(config.ConfigError, match="grows a network trained from scratch"):
-        train.run(tmp_path / "warm", cfg, init_model=tmp_path / "run" / runs.CHECKPOINT, progress=False)
-    assert not (tmp_path / "warm").exists()
-    with pytest.raises(config.ConfigError, match="train.start_blocks=3 must be fewer than net.num_blocks=3"):
-        config.make_config("smoke", overrides=["net.num_blocks=3", "train.start_blocks=3", "train.grow_at=0.5"])
-
-
 def test_the_ownership_head_learns_its_targets_and_export_leaves_it_out(tmp_path: Path) -> None:
     from dataclasses import replace
 

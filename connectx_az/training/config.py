@@ -153,10 +153,6 @@ class TrainConfig:
     solved_max_plies: int = 12
     # autocast of the forward pass (``network.train_autocast_dtype``); weights and AdamW stay float32
     precision: str = "float32"
-    # grow_at > 0: the run starts with ``start_blocks`` residual blocks and, once that share of it is spent (of its
-    # total time, or of its generations), appends identity blocks up to ``net.num_blocks`` (``network.grow``)
-    grow_at: float = 0.0
-    start_blocks: int = 2
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -178,8 +174,6 @@ class TrainConfig:
             raise ValueError("train.solved_policy needs train.solved_per_batch > 0 (and train.solved_labels)")
         if self.solved_max_plies < 0 or (self.solved_max_plies and not self.solved_per_batch):
             raise ValueError("train.solved_max_plies must be >= 0, and > 0 only with train.solved_per_batch > 0")
-        if not 0 <= self.grow_at < 1 or self.start_blocks < 0:
-            raise ValueError("train.grow_at must be in [0, 1) and train.start_blocks >= 0")
         if self.precision not in TRAIN_PRECISIONS:
             raise ValueError(f"train.precision must be one of {', '.join(TRAIN_PRECISIONS)}, not {self.precision!r}")
 
@@ -234,13 +228,6 @@ class RunConfig:
                              "schedule at once (set train.lr_schedule_start=0)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
-        if self.train.grow_at and self.train.start_blocks >= self.net.num_blocks:
-            raise ValueError(f"train.start_blocks={self.train.start_blocks} must be fewer than net.num_blocks="
-                             f"{self.net.num_blocks}: a run that grows starts smaller")
-
-    def start_net(self) -> NetConfig:
-        """The network a new run starts with: ``net``, or ``train.start_blocks`` of it where the run grows."""
-        return dataclasses.replace(self.net, num_blocks=self.train.start_blocks) if self.train.grow_at else self.net
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from connectx_az.training.network import (
     PolicyValueNet,
     TorchEvaluator,
     fastest_precision,
-    grow,
     load_checkpoint,
     place,
     save_checkpoint,
@@ -213,9 +212,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         raise ConfigError(f"keep every {keep_every} generations: give a positive number (0 keeps none)")
     run_dir = Path(run_dir)
     config, changed = runs.run_config(run_dir, config, resume=resume)
-    if config.train.grow_at and init_model is not None:
-        raise ConfigError("train.grow_at grows a network trained from scratch; a warm start (--init-model) "
-                          "sets the network it starts with")
     # before anything is written, so a device torch cannot use leaves the run folder untouched
     device = devices.resolve_device(device or config.device)
     solved = None
@@ -235,10 +231,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     torch.set_num_threads(threads or config.threads)
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     ckpt_path = run_dir / runs.CHECKPOINT
-    # a growing run resumed before it grew goes on with its smaller network
-    start = load_checkpoint(ckpt_path)[0].config if config.train.grow_at and resume and ckpt_path.exists() \
-        else config.start_net()
-    net = place(PolicyValueNet(start), device)  # before the optimizer: its state takes the weights' layout
+    net = place(PolicyValueNet(config.net), device)  # before the optimizer: its state takes the weights' layout
     optimizer = _optimizer(net, config)
     generation, saved_keep_every = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
     keep_every = saved_keep_every if keep_every is None else keep_every
@@ -277,11 +270,6 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
         fraction = (spent + expected) / config.total_time if timed else None
         if fraction is not None and scale < 1.0 and spent + 2 * expected > config.total_time:
             fraction = 1.0  # a shrunk run's last generation (no other fits after it) trains at the final rate
-        if net.config != config.net and (spent / config.total_time if timed else generation / config.num_generations) \
-                >= config.train.grow_at:
-            net, optimizer = _grown(net, optimizer, config, device)
-            evaluator = TorchEvaluator(net, device, precision)
-            log.info("generation %d: the network grows to %s", generation, net.config.label)
         begun = clock()
         row = _generation(run_dir, generation, sizing.scaled(played, scale), net, optimizer, evaluator, device,
                           solved, progress, fraction=fraction)
@@ -383,21 +371,6 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
 
 def _optimizer(net: PolicyValueNet, config: RunConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
-
-
-def _grown(net: PolicyValueNet, optimizer: torch.optim.Optimizer, config: RunConfig,
-           device: torch.device) -> tuple[PolicyValueNet, torch.optim.Optimizer]:
-    """``net`` grown to ``config.net`` (``network.grow``: the same answers), and an optimizer that keeps the
-    moments of each weight it had."""
-    torch.manual_seed(config.seed)  # the new blocks' weights, the same whichever session grows them
-    big = place(PolicyValueNet(config.net), device)
-    grow(net, big)
-    grown = _optimizer(big, config)
-    old = dict(net.named_parameters())
-    for name, param in big.named_parameters():
-        if name in old and old[name] in optimizer.state and old[name].shape == param.shape:
-            grown.state[param] = {key: value.clone() for key, value in optimizer.state[old[name]].items()}
-    return big, grown
 
 
 def kept_selfplay(run_dir: Path, generation: int, config: RunConfig) -> tuple[SelfPlayStats, dict, float] | None:
