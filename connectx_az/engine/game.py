@@ -161,7 +161,7 @@ def encode(position, mask) -> np.ndarray:
     return np.stack([own, opp], axis=-3).astype(np.uint8)
 
 
-def decode(planes: np.ndarray):
+def decode(planes: np.ndarray) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:
     """Inverse of ``encode``: ``(position, mask)``, ints for one position ``uint8[2, 6, 7]``, ``uint64[...]``
     arrays for ``uint8[..., 2, 6, 7]``."""
     planes = np.asarray(planes)

@@ -255,7 +255,7 @@ def play_games(evaluator: search_tree.Evaluator, num_games: int, config: SelfPla
                on_game_done: Callable[[GameRecord], None] | None = None,
                sources: Sequence[tuple[int, int]] = ()) -> tuple[list[GameRecord], SelfPlayStats]:
     """Play ``num_games`` self-play games, ``config.num_parallel_games`` at a time, ``on_game_done`` after each.
-    Forks branch from ``sources`` (``(position, mask)`` pairs; ``fork_sources``) and the positions searched
+    Forks branch from ``sources`` (``(position, mask)`` pairs; ``replay.shard_positions``) and the positions searched
     earlier in this call, so without sources the first wave of games never forks."""
     compile_selfplay()  # where numba imports; without it the same games, slower
     searched_with: CachedEvaluator | _CountingEvaluator = (
