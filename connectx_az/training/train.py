@@ -232,7 +232,7 @@ def run(run_dir: str | Path, config: RunConfig | None = None, *, resume: bool = 
     torch.manual_seed(config.seed)  # the initial weights are part of the run's seed
     ckpt_path = run_dir / runs.CHECKPOINT
     net = place(PolicyValueNet(config.net), device)  # before the optimizer: its state takes the weights' layout
-    optimizer = _optimizer(net, config)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     generation, saved_keep_every = runs.restore(run_dir, net, optimizer, resume=resume, init_model=init_model)
     keep_every = saved_keep_every if keep_every is None else keep_every
     tb = _tensorboard(run_dir)
@@ -367,10 +367,6 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     if kept is not None:
         row["selfplay_kept"] = True
     return row
-
-
-def _optimizer(net: PolicyValueNet, config: RunConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(net.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
 
 
 def kept_selfplay(run_dir: Path, generation: int, config: RunConfig) -> tuple[SelfPlayStats, dict, float] | None:
