@@ -72,34 +72,3 @@ def test_a_growing_window_widens_by_the_growth_a_generation_up_to_its_size() -> 
     assert [grows.window_at(g) for g in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
     fixed = TrainConfig(replay_generations=4)
     assert [fixed.window_at(g) for g in range(3)] == [4, 4, 4]
-
-
-
-
-def test_ownership_targets_are_one_hot_mirrored_with_their_position_and_averaged_by_dedupe(tmp_path: Path) -> None:
-    obs = np.zeros((2, 2, 6, 7), np.uint8)
-    obs[:, 1, 5, 6] = 1  # position P, and Q: P with one more stone
-    obs[1, 0, 5, 3] = 1
-    final = np.zeros((2, 6, 7), np.uint8)
-    final[0, 5, 0] = 1  # the side to move at the end holds the bottom-left cell, its opponent the one beside it
-    final[1, 5, 1] = 1
-    policy, zeros = np.full((2, 7), 1 / 7, np.float32), np.zeros(2, np.float32)
-    records = [selfplay.GameRecord(obs[:1], policy[:1], zeros[:1], zeros[:1], final=final),  # P, then the end
-               selfplay.GameRecord(obs, policy, zeros, zeros, final=final)]  # P, Q, then the end
-    replay.write_shard(tmp_path, 0, records, ownership=True)
-    window = {"up_to_generation": 0, "num_generations": 1, "max_positions": 10}
-    plain = replay.load_window(tmp_path, **window, dedupe=False, ownership=True)
-    assert plain.ownership.shape == (3, 3, 6, 7)
-    # P one ply before the end: its side to move is the end's opponent; P two plies before: the end's side to move
-    np.testing.assert_array_equal(plain.ownership[0, :, 5, 0], [0, 1, 0])
-    np.testing.assert_array_equal(plain.ownership[1, :, 5, 0], [1, 0, 0])
-    np.testing.assert_array_equal(plain.ownership[:, 2, 0, 0], [1, 1, 1])  # nobody's
-    merged = replay.load_window(tmp_path, **window, dedupe=True, ownership=True)
-    on_p = merged.obs[:, 0].sum(axis=(1, 2)) == 0
-    np.testing.assert_allclose(merged.ownership[on_p][0, :, 5, 0], [0.5, 0.5, 0])
-    batch = merged.sample(64, np.random.default_rng(0))
-    mirrored = batch.obs[:, 1, 5, 0] == 1
-    assert 0 < mirrored.sum() < 64
-    np.testing.assert_allclose(batch.ownership[mirrored][:, 2, 5, 6], 0)  # the held cell moved with the board
-    np.testing.assert_allclose(batch.ownership[~mirrored][:, 2, 5, 0], 0)
-    assert replay.load_window(tmp_path, **window, dedupe=True).ownership is None

@@ -317,19 +317,3 @@ def test_a_failed_network_call_leaves_the_memory_empty() -> None:
     assert memory.num_positions == 0
     memory.inner = _RowByRowEvaluator()
     np.testing.assert_array_equal(memory.evaluate(obs)[0], _RowByRowEvaluator().evaluate(obs)[0])
-
-
-def test_ownership_says_who_holds_each_cell_at_the_end_from_each_positions_side_to_move() -> None:
-    moves = [3, 3, 4, 2, 5, 6, 1]  # 0-based columns; the first player wins on the bottom row at ply 7
-    obs = [game.encode(*game.from_moves(moves[:t], one_based=False)) for t in range(2, len(moves))]
-    final = game.encode(*game.from_moves(moves, one_based=False))
-    record = selfplay.GameRecord(np.stack(obs), np.zeros((5, 7), np.float32), np.zeros(5, np.float32),
-                                 np.zeros(5, np.float32), start_ply=2, final=final)
-    first = np.zeros((6, 7), np.int8)  # +1 the first player's stones, -1 the second's, dropped row by row
-    heights = [0] * 7
-    for ply, col in enumerate(moves):
-        first[5 - heights[col], col] = 1 if ply % 2 == 0 else -1
-        heights[col] += 1
-    owned = record.ownership()
-    for t in range(5):  # the position at ply 2 + t: the first player to move at even plies
-        np.testing.assert_array_equal(owned[t], first if (2 + t) % 2 == 0 else -first)

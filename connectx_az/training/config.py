@@ -79,9 +79,6 @@ class NetConfig:
     policy_filters: int = 32
     value_filters: int = 32
     value_pool: bool = True
-    # an auxiliary head that predicts who holds each cell at the game's end (the side to move, the opponent or
-    # nobody; KataGo's ownership target); training only: export leaves it out
-    ownership: bool = False
 
     def __post_init__(self) -> None:
         if self.num_blocks < 0 or self.num_filters < 1 or self.value_hidden < 1:

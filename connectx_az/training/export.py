@@ -118,12 +118,6 @@ def _to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _played(config: NetConfig) -> dict:
-    """The net config of the exported network: the training-only head (``NetConfig.ownership``) is not in the
-    graph, so not in its card."""
-    return {key: value for key, value in dataclasses.asdict(config).items() if key != "ownership"}
-
-
 def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
     buffer = io.BytesIO()
     dummy = torch.zeros(1, 2, game.ROWS, game.COLS)
@@ -136,7 +130,7 @@ def _export_bytes(net: PolicyValueNet, float16: bool) -> bytes:
                           training=torch.onnx.TrainingMode.EVAL, do_constant_folding=True)
     model = onnx.load_from_string(buffer.getvalue())
     model.producer_name = "connectx_az"
-    onnx.helper.set_model_props(model, {NET_CONFIG_KEY: json.dumps(_played(net.config))})
+    onnx.helper.set_model_props(model, {NET_CONFIG_KEY: json.dumps(dataclasses.asdict(net.config))})
     if float16:
         model = _to_float16(model)
     return model.SerializeToString()
@@ -259,7 +253,7 @@ def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     stored = model.metadata.get(NET_CONFIG_KEY)
     if stored:
         try:
-            config = _played(NetConfig(**json.loads(stored)))  # today's defaults for keys added since
+            config = dataclasses.asdict(NetConfig(**json.loads(stored)))  # today's defaults for keys added since
             net = {**config, "label": NetConfig(**config).label}
         except (ValueError, KeyError, TypeError):
             pass

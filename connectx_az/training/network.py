@@ -113,18 +113,9 @@ class PolicyValueNet(nn.Module):
         value_features = config.value_filters * game.NUM_CELLS + (f if config.value_pool else 0)
         self.value_fc1 = nn.Linear(value_features, config.value_hidden)
         self.value_fc2 = nn.Linear(config.value_hidden, 1)
-        # training only (``NetConfig.ownership``): the three classes of each cell at the game's end
-        self.ownership_conv = nn.Conv2d(f, 3, 1) if config.ownership else None
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs float32[B,2,6,7]`` -> ``(logits float32[B,7], value float32[B])``, side to move."""
-        logits, value, _ = self.forward_train(obs, aux=False)
-        return logits, value
-
-    def forward_train(self, obs: torch.Tensor, *, aux: bool = True
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """``forward`` plus the ownership head's logits ``float32[B,3,6,7]`` (side to move, opponent, empty); None
-        without the head or with ``aux`` False."""
         x = self.blocks(torch.relu(self.stem(obs)))
         logits = self.policy_fc(torch.flatten(torch.relu(self.policy_conv(x)), 1))
         v = torch.flatten(torch.relu(self.value_conv(x)), 1)
@@ -132,7 +123,7 @@ class PolicyValueNet(nn.Module):
             # Exported as GlobalAveragePool, Flatten and Concat (all in agent.onnx_numpy).
             v = torch.cat([v, torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)], dim=1)
         value = torch.tanh(self.value_fc2(torch.relu(self.value_fc1(v)))).squeeze(-1)
-        return logits, value, self.ownership_conv(x) if aux and self.ownership_conv is not None else None
+        return logits, value
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -2,11 +2,10 @@
 
 A shard holds one generation's ``obs uint8[T,2,6,7]``, ``policy float32[T,7]``, ``value float32[T]``
 (game result) and ``root_value float32[T]`` (search value; absent from old shards), values from the side to
-move, and where its network has the ownership head ``ownership int8[T,6,7]`` (``GameRecord.ownership``).
-Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
+move.  Shards are written atomically and read with ``allow_pickle=False``; a JSON note beside a shard
 (``write_note``) says its self-play finished, so that a resumed run trains on those games instead of playing
-them again.  Sampling mirrors each position left-right with probability 1/2; ``dedupe`` averages the targets
-(ownership too) of repeated positions."""
+them again.  Sampling mirrors each position left-right with probability 1/2; ``dedupe`` averages the targets of
+repeated positions."""
 
 from __future__ import annotations
 
@@ -27,25 +26,20 @@ _SHARD = re.compile(r"gen_(\d{6})\.npz$")
 
 @dataclass(frozen=True)
 class Batch:
-    """Training batch: ``obs float32[B,2,6,7]``, ``policy float32[B,7]``, ``value float32[B]``; ``ownership
-    float32[B,3,6,7]`` (``ReplayData.ownership``) or None."""
+    """Training batch: ``obs float32[B,2,6,7]``, ``policy float32[B,7]``, ``value float32[B]``."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
-    ownership: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class ReplayData:
-    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]`` and
-    ``ownership float32[N,3,6,7]`` (each cell's share of the side to move, the opponent and nobody at the game's
-    end; zeros: unknown; None: not asked for)."""
+    """All positions of the window: ``obs uint8[N,2,6,7]``, ``policy float32[N,7]``, ``value float32[N]``."""
 
     obs: np.ndarray
     policy: np.ndarray
     value: np.ndarray
-    ownership: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.value)
@@ -58,34 +52,24 @@ class ReplayData:
         flip = rng.random(batch_size) < 0.5
         obs[flip] = obs[flip, :, :, ::-1]
         policy[flip] = policy[flip, ::-1]
-        ownership = None
-        if self.ownership is not None:
-            ownership = self.ownership[idx]
-            ownership[flip] = ownership[flip, :, :, ::-1]
-            ownership = np.ascontiguousarray(ownership)
-        return Batch(np.ascontiguousarray(obs), np.ascontiguousarray(policy), self.value[idx].copy(), ownership)
+        return Batch(np.ascontiguousarray(obs), np.ascontiguousarray(policy), self.value[idx].copy())
 
 
 def shard_path(replay_dir: str | Path, generation: int) -> Path:
     return Path(replay_dir) / f"gen_{generation:06d}.npz"
 
 
-def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord], ownership: bool = False) -> Path:
-    """Write one generation's positions atomically, with ``ownership`` their ``GameRecord.ownership``; returns the
-    path."""
+def write_shard(replay_dir: str | Path, generation: int, records: list[GameRecord]) -> Path:
+    """Write one generation's positions atomically; returns the path."""
     path = shard_path(replay_dir, generation)
     path.parent.mkdir(parents=True, exist_ok=True)
     obs = np.concatenate([r.obs for r in records]) if records else np.zeros((0, 2, 6, 7), np.uint8)
     policy = np.concatenate([r.policy for r in records]) if records else np.zeros((0, 7), np.float32)
     value = np.concatenate([r.value for r in records]) if records else np.zeros((0,), np.float32)
     root_value = np.concatenate([r.root_value for r in records]) if records else np.zeros((0,), np.float32)
-    extra: dict[str, np.ndarray] = {}
-    if ownership:
-        extra["ownership"] = np.concatenate([r.ownership() for r in records]) if records \
-            else np.zeros((0, 6, 7), np.int8)
     files.atomic_write(path, lambda f: np.savez_compressed(
         f, obs=obs.astype(np.uint8), policy=policy.astype(np.float32), value=value.astype(np.float32),
-        root_value=root_value.astype(np.float32), **extra))
+        root_value=root_value.astype(np.float32)))
     return path
 
 
@@ -131,13 +115,12 @@ def list_shards(replay_dir: str | Path) -> dict[int, Path]:
 
 
 def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generations: int,
-                max_positions: int, dedupe: bool, value_mix: float = 0.0, ownership: bool = False) -> ReplayData:
+                max_positions: int, dedupe: bool, value_mix: float = 0.0) -> ReplayData:
     """Positions of generations ``(up_to - num_generations, up_to]``, newest first, capped; later shards ignored.
-    The value target is ``(1 - value_mix) * result + value_mix * root_value``; with ``ownership``, the ownership
-    targets too (zeros from a shard without them)."""
+    The value target is ``(1 - value_mix) * result + value_mix * root_value``."""
     shards = list_shards(replay_dir)
     gens = sorted((g for g in shards if up_to_generation - num_generations < g <= up_to_generation), reverse=True)
-    obs, policy, value, owned = [], [], [], []
+    obs, policy, value = [], [], []
     total = 0
     for g in gens:
         with np.load(shards[g], allow_pickle=False) as data:
@@ -147,42 +130,26 @@ def load_window(replay_dir: str | Path, *, up_to_generation: int, num_generation
             if value_mix > 0 and "root_value" in data.files:
                 result = ((1 - value_mix) * result + value_mix * data["root_value"]).astype(np.float32)
             value.append(result)
-            if ownership:
-                owned.append(_classes(data["ownership"]) if "ownership" in data.files
-                             else np.zeros((len(result), 3, 6, 7), np.float32))
         total += len(value[-1])
         if total >= max_positions:
             break
     if not obs:
         raise ValueError(f"no replay shards in {replay_dir} up to generation {up_to_generation}")
     out = ReplayData(np.concatenate(obs)[:max_positions], np.concatenate(policy)[:max_positions],
-                     np.concatenate(value)[:max_positions],
-                     np.concatenate(owned)[:max_positions] if ownership else None)
+                     np.concatenate(value)[:max_positions])
     return deduplicate(out) if dedupe else out
 
 
 def deduplicate(data: ReplayData) -> ReplayData:
-    """Merge identical positions, averaging their policy and value targets and their ownership."""
+    """Merge identical positions, averaging their policy and value targets."""
     if len(data) == 0:
         return data
     flat = np.packbits(data.obs.reshape(len(data), -1), axis=1)
     _, first, inverse, counts = np.unique(flat, axis=0, return_index=True, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
-
-    def mean(values: np.ndarray, among: np.ndarray) -> np.ndarray:  # over each position's copies, ``among`` of them
-        total = np.zeros((len(first), *values.shape[1:]), np.float64)
-        np.add.at(total, inverse, values)
-        return total / np.maximum(among, 1).reshape(-1, *[1] * (values.ndim - 1))
-
-    ownership = None
-    if data.ownership is not None:  # averaged over the copies that have one
-        given = np.zeros(len(first), np.float64)
-        np.add.at(given, inverse, data.ownership[:, :, 0, 0].sum(axis=1) > 0)
-        ownership = mean(data.ownership, given).astype(np.float32)
-    return ReplayData(data.obs[first], mean(data.policy, counts).astype(np.float32),
-                      mean(data.value, counts).astype(np.float32), ownership)
-
-
-def _classes(ownership: np.ndarray) -> np.ndarray:
-    """``float32[T,3,6,7]`` one-hot classes (side to move, opponent, nobody) of ``int8[T,6,7]`` ownership."""
-    return np.stack([ownership == 1, ownership == -1, ownership == 0], axis=1).astype(np.float32)
+    policy = np.zeros((len(first), data.policy.shape[1]), np.float64)
+    value = np.zeros(len(first), np.float64)
+    np.add.at(policy, inverse, data.policy)
+    np.add.at(value, inverse, data.value)
+    return ReplayData(data.obs[first], (policy / counts[:, None]).astype(np.float32),
+                      (value / counts).astype(np.float32))

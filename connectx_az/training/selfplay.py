@@ -29,8 +29,7 @@ class GameRecord:
     ``obs uint8[T,2,6,7]`` (side to move first), ``policy float32[T,7]`` (root visits), ``value float32[T]``
     (the game's result: +1 win, 0 draw, -1 loss) and ``root_value float32[T]`` (search value), all from the
     side to move.  ``obs[t]`` is at ply ``start_ply + t``; ``opening`` is ``"empty"``, ``"prefix"`` or
-    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths.
-    ``final uint8[2,6,7]``: the board at the game's end, as ``obs`` encodes it (None where not kept)."""
+    ``"fork"``.  ``num_leaves``, ``leaf_depth_sum``: the nodes its searches added, and their summed depths."""
 
     obs: np.ndarray
     policy: np.ndarray
@@ -40,7 +39,6 @@ class GameRecord:
     opening: str = "empty"
     num_leaves: int = 0
     leaf_depth_sum: int = 0
-    final: np.ndarray | None = None
 
     @property
     def num_plies(self) -> int:
@@ -51,14 +49,6 @@ class GameRecord:
     def first_player_result(self) -> int:
         """The game's result for the player who moved first: +1, 0 or -1 (a game has at least one move)."""
         return int(self.value[0]) * (1 if self.start_ply % 2 == 0 else -1)
-
-    def ownership(self) -> np.ndarray:
-        """``int8[T,6,7]``: who holds each cell at the game's end, seen from each position's side to move: +1 that
-        side, -1 its opponent, 0 nobody (``final`` is needed)."""
-        assert self.final is not None, "a record without its final board"
-        board = self.final[0].astype(np.int8) - self.final[1].astype(np.int8)  # the last side to move's view
-        same = np.arange(self.start_ply, self.num_plies) % 2 == self.num_plies % 2
-        return np.where(same[:, None, None], board, -board).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -396,7 +386,7 @@ def _finish(g: _Game, result: int) -> GameRecord:
     value = np.where(np.arange(g.start_ply, g.ply) % 2 == g.ply % 2, result, -result).astype(np.float32)
     return GameRecord(obs=np.stack(g.obs), policy=np.stack(g.policy).astype(np.float32), value=value,
                       root_value=np.array(g.root_value, np.float32), start_ply=g.start_ply, opening=g.opening,
-                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum, final=game.encode(g.position, g.mask))
+                      num_leaves=g.num_leaves, leaf_depth_sum=g.leaf_depth_sum)
 
 
 def summarize(records: list[GameRecord], num_evaluations: int,

@@ -40,27 +40,15 @@ from connectx_az.training.sizing import format_hours, train_command
 log = logging.getLogger(__name__)
 
 
-#: the ownership head's loss weight beside the policy loss's 1 (its mean cross-entropy over the cells): about half
-#: the value loss late in a run, KataGo's proportion of its ownership loss to its value loss
-OWNERSHIP_WEIGHT = 0.2
-
-
 def _loss_terms(net: PolicyValueNet, obs: torch.Tensor, target_policy: torch.Tensor,
-                target_value: torch.Tensor, dtype: torch.dtype | None = None,
-                target_ownership: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Per position: policy cross-entropy, squared value error, the log-probabilities and, with
-    ``target_ownership`` for a net with the ownership head, its cross-entropy averaged over the cells (0 where the
-    target is zeros), else None; the forward pass under autocast at ``dtype`` (None: float32), the losses in
-    float32."""
-    aux = target_ownership is not None
+                target_value: torch.Tensor, dtype: torch.dtype | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per position: policy cross-entropy, squared value error and the log-probabilities; the forward pass
+    under autocast at ``dtype`` (None: float32), the losses in float32."""
     with torch.autocast(obs.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        logits, value, ownership = net.forward_train(obs, aux=aux) if aux else (*net(obs), None)
+        logits, value = net(obs)
     log_probs = F.log_softmax(logits.float(), dim=1)
-    ownership_terms = None
-    if ownership is not None:
-        ownership_terms = -(target_ownership * F.log_softmax(ownership.float(), dim=1)).sum(dim=1).mean(dim=(1, 2))
-    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs, ownership_terms
+    return -(target_policy * log_probs).sum(dim=1), (value.float() - target_value) ** 2, log_probs
 
 
 def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: replay.ReplayData,
@@ -86,31 +74,20 @@ def train_steps(net: PolicyValueNet, optimizer: torch.optim.Optimizer, data: rep
         if extra:
             assert solved is not None
             more = solved.sample(extra, rng)
-            ownership = None if batch.ownership is None else np.concatenate(  # a proven row has no ownership target
-                [batch.ownership, np.zeros((extra, *batch.ownership.shape[1:]), np.float32)])
             batch = replay.Batch(*(np.concatenate([a, b]) for a, b in
-                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))),
-                                 ownership)
+                                   ((batch.obs, more.obs), (batch.policy, more.policy), (batch.value, more.value))))
         obs = torch.from_numpy(batch.obs).to(device)
         target_policy = torch.from_numpy(batch.policy).to(device)
         target_value = torch.from_numpy(batch.value).to(device)
-        target_ownership = None if batch.ownership is None else torch.from_numpy(batch.ownership).to(device)
-        policy_terms, value_terms, log_probs, ownership_terms = _loss_terms(net, obs, target_policy, target_value,
-                                                                            dtype, target_ownership)
+        policy_terms, value_terms, log_probs = _loss_terms(net, obs, target_policy, target_value, dtype)
         if extra:
             policy_terms = torch.cat([policy_terms[:batch_size],
                                       proven_policy_terms(log_probs[batch_size:], target_policy[batch_size:])])
         targets = int((batch.policy[batch_size:].sum(axis=1) > 0).sum()) if extra else 0
         policy_loss = policy_terms.sum() / (batch_size + targets)  # a row without a target adds 0
         value_loss = value_terms.mean()
-        loss = policy_loss + value_loss
-        if ownership_terms is not None:
-            given = int((batch.ownership[:, :, 0, 0].sum(axis=1) > 0).sum())
-            ownership_loss = ownership_terms.sum() / max(given, 1)
-            loss = loss + OWNERSHIP_WEIGHT * ownership_loss
-            sums["ownership_loss"] = sums.get("ownership_loss", 0.0) + ownership_loss.item()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (policy_loss + value_loss).backward()
         optimizer.step()
         sums["policy_loss"] += policy_terms[:batch_size].mean().item()
         sums["value_loss"] += value_terms[:batch_size].mean().item()
@@ -165,7 +142,7 @@ def held_out_losses(net: PolicyValueNet, data: replay.ReplayData, device: torch.
     policy_sum = value_sum = 0.0
     for start in range(0, n, batch_size):
         end = min(start + batch_size, n)
-        policy_terms, value_terms, *_ = _loss_terms(
+        policy_terms, value_terms, _ = _loss_terms(
             net, torch.from_numpy(data.obs[start:end].astype(np.float32)).to(device),
             torch.from_numpy(data.policy[start:end]).to(device), torch.from_numpy(data.value[start:end]).to(device),
             dtype)
@@ -330,7 +307,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
             finally:
                 torch.set_num_threads(threads)
         t_selfplay = time.perf_counter() - t0
-        replay.write_shard(run_dir / "replay", generation, records, ownership=config.net.ownership)
+        replay.write_shard(run_dir / "replay", generation, records)
         # the games are kept: a run stopped from here on trains on them when resumed, from the same random state
         replay.write_note(run_dir / "replay", generation, {"stats": asdict(stats), "rng": rng.bit_generator.state,
                                                            "selfplay_seconds": t_selfplay})
@@ -342,8 +319,7 @@ def _generation(run_dir: Path, generation: int, config: RunConfig, net: PolicyVa
     data = replay.load_window(run_dir / "replay", up_to_generation=generation,
                               num_generations=config.train.window_at(generation),
                               max_positions=config.train.replay_max_positions, dedupe=config.train.dedupe,
-                              value_mix=config.train.value_mix,
-                              ownership=config.net.ownership)
+                              value_mix=config.train.value_mix)
     # at self-play's precision: on a CPU with bfloat16, the same losses to 4 decimals in a third of the time
     held_out = _held_out_row(net, run_dir, generation, config, device, evaluator.dtype)
     lr = config.train.lr_at(generation, config.num_generations) if fraction is None \
