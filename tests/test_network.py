@@ -106,7 +106,6 @@ def test_bad_device_and_precision_names_are_one_line_config_errors(monkeypatch: 
 
 def test_training_precision_is_float32_or_bfloat16_and_auto_follows_inference_but_never_float16(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    assert network.train_autocast_dtype("cpu") is None  # the default: float32
     assert network.train_autocast_dtype("cpu", "bfloat16") is torch.bfloat16
     monkeypatch.setattr(network, "cpu_has_fast_bfloat16", lambda: True)
     assert network.train_autocast_dtype("cpu", "auto") is torch.bfloat16
@@ -116,11 +115,13 @@ def test_training_precision_is_float32_or_bfloat16_and_auto_follows_inference_bu
     fake_gpu(monkeypatch, "Tesla T4", (7, 5), CU128)  # float16 for inference there, float32 for training
     assert network.autocast_dtype("cuda", "auto") is torch.float16
     assert network.train_autocast_dtype("cuda", "auto") is None
+    fake_gpu(monkeypatch, "NVIDIA A100", (8, 0), CU128)
+    assert network.train_autocast_dtype("cuda", "auto") is torch.bfloat16
     with pytest.raises(ValueError, match="train.precision must be one of auto, float32, bfloat16"):
         network.train_autocast_dtype("cpu", "float16")
     with pytest.raises(config.ConfigError, match="train.precision must be one of"):
         config.make_config("smoke", overrides=["train.precision=float16"])
-    assert config.make_config("cpu").train.precision == "float32"
+    assert all(config.make_config(preset).train.precision == "auto" for preset in config.PRESETS)  # the default
 
 
 @pytest.mark.parametrize(("arch_list", "capability", "covered"), [

@@ -9,9 +9,9 @@ from connectx_az.training import config, sizing
 
 @pytest.mark.parametrize(("preset", "cores", "gpu", "expected"), [
     # (workers, games in flight a worker, games a generation, steps a generation)
-    ("cpu", 1, False, (0, 64, 160, 100)),  # the preset as written: one lane, in the training process
-    ("cpu", 2, False, (2, 64, 256, 160)),
-    ("cpu", 8, False, (8, 64, 1024, 640)),
+    ("cpu", 1, False, (0, 160, 160, 100)),  # the preset as written: one lane, in the training process
+    ("cpu", 2, False, (2, 160, 320, 200)),
+    ("cpu", 8, False, (8, 160, 1280, 800)),
     ("gpu", 16, True, (16, 64, 2048, 400)),  # the machine the gpu preset was measured on
     ("gpu", 4, True, (4, 256, 2048, 400)),  # Kaggle's T4 box: 4 x 256 in flight, as fast as 16 x 64 on an H200
     ("gpu", 2, True, (2, 512, 2048, 400)),
@@ -22,12 +22,19 @@ def test_self_play_is_sized_to_the_cores_and_the_gpu(preset: str, cores: int, gp
     sp = cfg.selfplay
     assert (sp.num_workers, sp.num_parallel_games, sp.num_games, cfg.train.steps_per_generation) == expected
     assert cfg.threads == cores
-    # each worker plays at least two rounds, so that its later games can fork from its earlier ones
-    assert sp.num_games >= 2 * max(sp.num_workers, 1) * sp.num_parallel_games
+    # each worker plays at least a round: its games fork from the previous generation's positions too
+    assert sp.fork_previous and sp.num_games >= max(sp.num_workers, 1) * sp.num_parallel_games
     # a position is trained on as often as in the preset's lane
     lane = config.make_config(preset)
     assert cfg.train.steps_per_generation / sp.num_games == pytest.approx(
         lane.train.steps_per_generation / lane.selfplay.num_games, rel=0.01)
+
+
+def test_without_forks_from_the_previous_generation_each_worker_plays_two_rounds() -> None:
+    # so that its later games can fork from its earlier ones; the steps grow with the games
+    cfg = sizing.sized(config.make_config("cpu", overrides=["selfplay.fork_previous=false"]), cores=2, gpu=False)
+    assert (cfg.selfplay.num_workers, cfg.selfplay.num_parallel_games, cfg.selfplay.num_games,
+            cfg.train.steps_per_generation) == (2, 160, 640, 400)
 
 
 def test_sizing_keeps_what_the_user_set_and_the_workers_pin_the_rest() -> None:

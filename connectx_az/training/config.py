@@ -41,8 +41,9 @@ class SelfPlayConfig:
     prefix_max_plies: int = 14
     fork_share: float = 0.25
     # forks branch from the previous generation's positions (its shard) too, not only from this call's, so the
-    # first wave of games forks as well (issue 68's arm 12: all games in flight at once, the network's batches larger)
-    fork_previous: bool = False
+    # first wave of games forks as well and a generation's games can all be in flight at once, the network's
+    # batches at their largest (docs/ablations.md, ablation 30)
+    fork_previous: bool = True
     # 0: in this process; W >= 1: W worker processes (``workers``), each with ``num_parallel_games`` in
     # flight (the games depend on W); -1: one a CPU core
     num_workers: int = 0
@@ -120,6 +121,11 @@ RETIRED: dict[str, Any] = {
     "mcts.fpu_absolute": False, "mcts.dirichlet_alpha_total": 0.0,
     "train.solved_policy_target": "any",
 }
+#: Settings added after runs were saved without them -> the value those runs ran with, where today's default
+#: differs: a saved config without the key loads as it ran (a resumed run goes on playing the same games).
+ADDED: dict[str, Any] = {
+    "selfplay.fork_previous": False,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,8 +154,9 @@ class TrainConfig:
     solved_per_batch: int = 128
     solved_policy: bool = True
     solved_max_plies: int = 12
-    # autocast of the forward pass (``network.train_autocast_dtype``); weights and AdamW stay float32
-    precision: str = "float32"
+    # autocast of the forward pass (``network.train_autocast_dtype``; "auto": bfloat16 where inference's is);
+    # weights and AdamW stay float32
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.steps_per_generation < 0:
@@ -249,7 +256,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {
         "net": {"num_blocks": 4, "num_filters": 64},
         "mcts": {"num_simulations": 96},
-        "selfplay": {"num_games": 160, "num_parallel_games": 64},
+        "selfplay": {"num_games": 160, "num_parallel_games": 160},
         "train": {"batch_size": 256, "steps_per_generation": 100, "replay_generations": 8},
         "num_generations": 450,
     },
@@ -340,8 +347,16 @@ def to_dict(config: RunConfig) -> dict[str, Any]:
 
 
 def _migrate(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``values`` without the ``RETIRED`` settings; ``ConfigError`` where one holds another value."""
+    """A copy of ``values`` without the ``RETIRED`` settings (``ConfigError`` where one holds another value), and
+    with the ``ADDED`` ones it lacks, where it has their section."""
     values = copy.deepcopy(values)
+    for key, before in ADDED.items():
+        *parents, name = key.split(".")
+        node: Any = values
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.setdefault(name, before)
     for key, kept in RETIRED.items():
         *parents, name = key.split(".")
         nodes: list[Any] = [values]

@@ -66,7 +66,7 @@ def autocast_dtype(device: str | torch.device, precision: str = "auto") -> torch
     return None
 
 
-def train_autocast_dtype(device: str | torch.device, precision: str = "float32") -> torch.dtype | None:
+def train_autocast_dtype(device: str | torch.device, precision: str) -> torch.dtype | None:
     """The autocast dtype for training on ``device`` (``TrainConfig.precision``), or None for float32.
 
     ``"auto"``: bfloat16 where inference's auto is, else float32 (float16 would need loss scaling).

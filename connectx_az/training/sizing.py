@@ -111,7 +111,8 @@ def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None =
 
     A worker a core (``workers`` pins the count), each with the lane's games in flight; with a GPU the workers
     together keep ``GPU_GAMES_IN_FLIGHT`` (at most ``MAX_GAMES_PER_WORKER`` each).  Each worker plays at least
-    two rounds, so later games can fork from earlier ones, and the steps grow with the games.  Torch uses every
+    one round (two without ``fork_previous``, so that later games can fork from earlier ones), and the steps
+    grow with the games.  Torch uses every
     core.  ``keep``: the ``SIZED_KEYS`` the user set, left as they are.  The rule: docs/results.md,
     "Self-play sized to the machine"."""
     selfplay, train = run.selfplay, run.train
@@ -121,7 +122,9 @@ def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None =
     in_flight = selfplay.num_parallel_games
     if gpu and "selfplay.num_parallel_games" not in keep:
         in_flight = min(MAX_GAMES_PER_WORKER, max(in_flight, GPU_GAMES_IN_FLIGHT // lanes))
-    num_games = selfplay.num_games if "selfplay.num_games" in keep else max(selfplay.num_games, 2 * lanes * in_flight)
+    rounds = 1 if selfplay.fork_previous else 2
+    num_games = selfplay.num_games if "selfplay.num_games" in keep else \
+        max(selfplay.num_games, rounds * lanes * in_flight)
     steps = train.steps_per_generation if "train.steps_per_generation" in keep else \
         round(train.steps_per_generation * num_games / selfplay.num_games)
     return dataclasses.replace(
