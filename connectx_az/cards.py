@@ -55,10 +55,18 @@ def _training_facts(card: dict[str, Any]) -> str:
     return ", ".join(f for f in facts if f)
 
 
+def _short_command(command: str, width: int) -> str:
+    """``command`` where it fits in ``width``, else its words before the first ``--set`` and how many follow
+    (``connectx-az card`` shows them all)."""
+    head, *sets = command.split(" --set ")
+    return command if len(command) <= width or not sets else f"{head} +{len(sets)} --set"
+
+
 def summary_lines(card: dict[str, Any], *, model: str | Path, sha256: str, net_label: str) -> list[str]:
     """The model in at most three short lines: name, network and checksum; training; headline strength."""
     lines = [f"model: {Path(model).name}, {net_label} ResNet, sha256 {sha256[:12]}"]
-    trained = "; ".join(p for p in (str(card.get("trained_by", "")).strip(), _training_facts(card)) if p)
+    trained = "; ".join(p for p in (_short_command(str(card.get("trained_by", "")).strip(), 64),
+                                    _training_facts(card)) if p)
     if trained:
         lines.append(f"trained: {trained}")
     headline = (card.get("strength") or {}).get("headline") if isinstance(card.get("strength"), dict) else None

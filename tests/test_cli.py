@@ -417,8 +417,9 @@ def test_build_prints_five_short_lines_and_card_shows_the_rest(tmp_path: Path) -
     shown = _run("card", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     card = json.loads(DEFAULT_CARD.read_text())
-    # the preset's one command as it stands, nothing set by hand
-    assert "trained by: connectx-az train RUN --preset cpu --workers 0\n" in shown.stdout
+    # the command that remakes it, whole in the card; in build's line, the --set options counted
+    assert "trained by: " + card["trained_by"] in " ".join(shown.stdout.split())
+    assert "trained: connectx-az train RUN --preset cpu --workers 0 +3 --set; 450 generations" in built.stdout
     assert "measured by: connectx-az compare" in shown.stdout
     assert card["trained_by"].startswith("connectx-az train RUN --preset cpu")
     assert card["training"]["generations"] == 450
