@@ -55,6 +55,17 @@ def test_a_card_with_only_some_facts_prints_what_it_has(tmp_path: Path) -> None:
     assert cards.describe(card)[-1] == "trained by: four warm-started runs"
 
 
+def test_builds_trained_line_counts_the_set_options_of_a_long_command_and_the_card_shows_them() -> None:
+    short = {"trained_by": "connectx-az train RUN --preset cpu --set seed=1"}
+    assert cards.summary_lines(short, model="m.onnx", sha256="0" * 64, net_label="1x16")[1] == \
+        "trained: connectx-az train RUN --preset cpu --set seed=1"
+    sets = " --set selfplay.num_parallel_games=64 --set selfplay.fork_previous=false --set train.precision=float32"
+    long = {"trained_by": "connectx-az train RUN --preset cpu --workers 0" + sets, "training": {"generations": 450}}
+    assert cards.summary_lines(long, model="m.onnx", sha256="0" * 64, net_label="1x16")[1] == \
+        "trained: connectx-az train RUN --preset cpu --workers 0 +3 --set; 450 generations"
+    assert "trained by: " + long["trained_by"] in " ".join(" ".join(cards.describe(long, width=80)).split())
+
+
 def test_a_missing_card_is_empty_and_a_broken_one_is_one_line(tmp_path: Path) -> None:
     assert cards.load(tmp_path / "none.json") == {}
     (tmp_path / "list.json").write_text(json.dumps([1, 2]))
