@@ -253,8 +253,8 @@ def model_card(path: str | Path, **facts: Any) -> dict[str, Any]:
     stored = model.metadata.get(NET_CONFIG_KEY)
     if stored:
         try:
-            config = dataclasses.asdict(NetConfig(**json.loads(stored)))  # today's defaults for keys added since
-            net = {**config, "label": NetConfig(**config).label}
+            parsed = NetConfig(**json.loads(stored))  # today's defaults for keys added since
+            net = {**dataclasses.asdict(parsed), "label": parsed.label}
         except (ValueError, KeyError, TypeError):
             pass
     return {"path": str(path), "num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),

@@ -112,9 +112,8 @@ def sized(run: config.RunConfig, *, cores: int, gpu: bool, workers: int | None =
     A worker a core (``workers`` pins the count), each with the lane's games in flight; with a GPU the workers
     together keep ``GPU_GAMES_IN_FLIGHT`` (at most ``MAX_GAMES_PER_WORKER`` each).  Each worker plays at least
     one round (two without ``fork_previous``, so that later games can fork from earlier ones), and the steps
-    grow with the games.  Torch uses every
-    core.  ``keep``: the ``SIZED_KEYS`` the user set, left as they are.  The rule: docs/results.md,
-    "Self-play sized to the machine"."""
+    grow with the games.  Torch uses every core.  ``keep``: the ``SIZED_KEYS`` the user set, left as they are.
+    The rule: docs/results.md, "Self-play sized to the machine"."""
     selfplay, train = run.selfplay, run.train
     num_workers = selfplay.num_workers if "selfplay.num_workers" in keep else \
         default_workers(cores) if workers is None else workers
